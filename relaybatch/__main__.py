@@ -1,0 +1,3 @@
+from relaybatch.cli import main
+
+main()

@@ -1,0 +1,198 @@
+"""The `relaybatch` command line: thin commands over the library; user errors exit 1 in one line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from relaybatch.errors import UserError
+from relaybatch.runs import RunPaths
+
+app = typer.Typer(
+    help="Run batches of Model Relay Gateway calls from manifests, with checkpoints and exact costs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+emulator_app = typer.Typer(help="The local gateway emulator.", no_args_is_help=True)
+app.add_typer(emulator_app, name="emulator")
+
+console = Console()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Exit code for commands that later issues build: distinct from 1 (a user error).
+NOT_BUILT_EXIT_CODE = 2
+
+
+def reports_user_errors(command: F) -> F:
+    """Turn a UserError into its message on stderr and exit code 1, with no traceback."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UserError as error:
+            # Plain text: a message quoting user data must not be read as rich markup or wrapped.
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def not_built(command: str) -> None:
+    typer.echo(f"relaybatch {command}: not built yet.", err=True)
+    raise typer.Exit(NOT_BUILT_EXIT_CODE)
+
+
+def _quiet_prefect() -> None:
+    """Prefect settings for a command-line run, unless the user set them."""
+    defaults = {
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_LOGGING_TO_API_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
+    for name, value in defaults.items():
+        os.environ.setdefault(name, value)
+
+
+ManifestArgument = Annotated[
+    Path, typer.Argument(help="Manifest file (CSV now; YAML, JSONL and Parquet to come).")
+]
+RunsDirOption = Annotated[
+    Path | None,
+    typer.Option("--runs-dir", help="Folder of run folders [default: data/runs or RELAYBATCH_RUNS_DIR]."),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="Gateway base URL [default: RELAYBATCH_BASE_URL, else the embedded emulator].",
+    ),
+]
+RunArgument = Annotated[str, typer.Argument(help="Run name: the manifest's file name without extension.")]
+
+
+def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
+    from relaybatch.settings import Settings
+
+    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    return RunPaths.for_run(settings.runs_dir, run_name).require_existing()
+
+
+@app.command()
+@reports_user_errors
+def run(manifest: ManifestArgument, runs_dir: RunsDirOption = None, base_url: BaseUrlOption = None) -> None:
+    """Run a manifest, or resume its run: done items are never sent again."""
+    from relaybatch.manifests import load_items
+
+    load_items(manifest)  # validate before Prefect starts, so bad input fails fast and cleanly
+    _quiet_prefect()
+    import asyncio
+
+    from relaybatch.flows import run_manifest
+
+    outcome = asyncio.run(run_manifest(manifest, runs_dir=runs_dir, base_url=base_url))
+    counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
+    console.print(f"run folder: {outcome.run_dir}")
+    console.print(f"items: {counts} ({outcome.added} new)")
+    for path in outcome.results:
+        console.print(f"results: {path}")
+
+
+@app.command()
+@reports_user_errors
+def validate(manifest: ManifestArgument) -> None:
+    """Check a manifest without sending anything; list every problem with its location."""
+    from collections import Counter
+
+    from relaybatch.manifests import load_items
+
+    items = load_items(manifest)
+    table = Table("job", "kind", "model", "items")
+    per_job = Counter((item.job, item.kind, str(item.request.get("model"))) for item in items)
+    for (job, kind, model), count in sorted(per_job.items()):
+        table.add_row(job, kind, model, str(count))
+    console.print(f"{manifest}: valid, {len(items)} items")
+    console.print(table)
+
+
+@app.command()
+@reports_user_errors
+def plan(manifest: ManifestArgument) -> None:
+    """Show the items of a manifest and an estimated cost per job, sending no billed request."""
+    not_built("plan")
+
+
+@app.command()
+@reports_user_errors
+def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
+    """Print a run's item counts per state and job."""
+    from relaybatch.engine import CheckpointStore
+
+    paths = _existing_run(run_name, runs_dir)
+    store = CheckpointStore(paths.checkpoint)
+    try:
+        table = Table("state", "items")
+        for state, count in sorted(store.count_by_state().items()):
+            table.add_row(state, str(count))
+        console.print(table)
+    finally:
+        store.close()
+
+
+@app.command()
+@reports_user_errors
+def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
+    """Rebuild a run's results Parquet files from its checkpoint store."""
+    from relaybatch.engine import CheckpointStore, export_results
+
+    paths = _existing_run(run_name, runs_dir)
+    store = CheckpointStore(paths.checkpoint)
+    try:
+        for path in export_results(store, paths.results):
+            console.print(f"results: {path}")
+    finally:
+        store.close()
+
+
+@app.command()
+@reports_user_errors
+def report() -> None:
+    """Spend by job, model, kind and day, and an HTML dashboard."""
+    not_built("report")
+
+
+@emulator_app.command("serve")
+@reports_user_errors
+def emulator_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8780,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Emulator configuration file [default: configs/emulator.yaml]."),
+    ] = None,
+) -> None:
+    """Serve the gateway emulator over HTTP until interrupted."""
+    import uvicorn
+
+    from relaybatch.emulator import create_app, load_config
+
+    uvicorn.run(create_app(load_config(config)), host=host, port=port, log_level="warning")
+
+
+def main() -> None:  # pragma: no cover - console entry for `python -m relaybatch`
+    app(prog_name="relaybatch")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

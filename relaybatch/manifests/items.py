@@ -1,0 +1,65 @@
+"""Items: one gateway call each, with a stable key that survives reloads of the same manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Kind = Literal[
+    "chat",
+    "responses",
+    "messages",
+    "generate_content",
+    "image",
+    "video",
+    "video_v1",
+    "judgment",
+    "web_search",
+]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal requests give equal text, so equal keys."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def item_key(job: str, kind: str, request: dict[str, Any]) -> str:
+    """The stable key of an item: a hash of (job name, kind, canonical request)."""
+    text = canonical_json([job, kind, request])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class Item(BaseModel):
+    """One gateway call to make: where it came from, what to send, and what to carry to results."""
+
+    key: str
+    item_id: str
+    job: str
+    kind: Kind
+    request: dict[str, Any]
+    carry: dict[str, Any] = Field(default_factory=dict)
+    source: str = Field(default="", description="file:line the item came from, for error messages")
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        item_id: str,
+        job: str,
+        kind: Kind,
+        request: dict[str, Any],
+        carry: dict[str, Any] | None = None,
+        source: str = "",
+    ) -> Item:
+        return cls(
+            key=item_key(job, kind, request),
+            item_id=item_id,
+            job=job,
+            kind=kind,
+            request=request,
+            carry=carry or {},
+            source=source,
+        )

@@ -1,0 +1,78 @@
+"""Shared fixtures: the emulator app, a client on it, and one Prefect harness for the session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from relaybatch.emulator import create_app, load_config
+from relaybatch.gateway import GatewayClient
+from relaybatch.settings import EMULATOR_DEMO_KEY
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def emulator_app() -> Starlette:
+    return create_app(load_config())
+
+
+@pytest.fixture
+async def client(emulator_app: Starlette) -> AsyncIterator[GatewayClient]:
+    transport = httpx.ASGITransport(app=emulator_app)
+    async with GatewayClient(
+        "http://emulator.local", SecretStr(EMULATOR_DEMO_KEY), transport=transport
+    ) as gateway_client:
+        yield gateway_client
+
+
+def _child_pids() -> set[int]:
+    """Live child processes of this test process, read from /proc (Linux)."""
+    me = os.getpid()
+    children = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The parent pid is the 2nd field after the parenthesised command name.
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            children.add(int(entry.name))
+    return children
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One ephemeral Prefect server for every flow test, in a private PREFECT_HOME."""
+    os.environ.update(
+        {
+            "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect-home")),
+            "PREFECT_LOGGING_TO_API_ENABLED": "false",
+            "PREFECT_LOGGING_LEVEL": "WARNING",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+            "DO_NOT_TRACK": "1",
+        }
+    )
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_processes() -> Iterator[None]:
+    """Whatever the suite starts (servers, workers) must be stopped by the suite."""
+    before = _child_pids()
+    yield
+    leaked = _child_pids() - before
+    assert not leaked, f"processes started by tests outlived the suite: {sorted(leaked)}"

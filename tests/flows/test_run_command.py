@@ -1,0 +1,36 @@
+"""`relaybatch run` goes through the Prefect flow; a second run sends nothing for done items."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.connect import embedded_emulator
+
+DEMO = Path(__file__).resolve().parents[2] / "configs" / "demo.csv"
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def test_run_twice_through_the_flow(tmp_path: Path) -> None:
+    runner = CliRunner()
+    emulator = embedded_emulator().state.emulator
+    before = emulator.total_requests
+
+    first = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
+
+    assert first.exit_code == 0, first.output
+    results = tmp_path / "demo" / "results" / "demo.parquet"
+    assert f"results: {results}" in first.output.replace("\n", "")
+    assert pq.read_table(results).num_rows == 3
+    assert emulator.total_requests == before + 3
+
+    second = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
+
+    assert second.exit_code == 0, second.output
+    assert emulator.total_requests == before + 3
+    assert "done 3 (0 new)" in second.output

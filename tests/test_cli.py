@@ -1,0 +1,63 @@
+"""The command line: documented commands, clean user errors, honest placeholders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from relaybatch.cli import NOT_BUILT_EXIT_CODE, app
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _command_paths(typer_app: typer.Typer, prefix: str = "") -> list[str]:
+    paths = []
+    for command in typer_app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        paths.append(f"{prefix}{name.replace('_', '-')}")
+    for group in typer_app.registered_groups:
+        paths.extend(_command_paths(group.typer_instance, f"{prefix}{group.name} "))
+    return paths
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    readme = README.read_text()
+    for path in _command_paths(app):
+        assert re.search(rf"relaybatch {path}\b", readme), f"`relaybatch {path}` is not in README.md"
+
+
+def test_every_command_has_help() -> None:
+    runner = CliRunner()
+    for path in _command_paths(app):
+        result = runner.invoke(app, [*path.split(), "--help"])
+        assert result.exit_code == 0, path
+        assert "Usage" in result.output
+
+
+def test_bad_csv_is_reported_with_its_location_and_exit_1(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.csv"
+    manifest.write_text("id,model,prompt,max_tokens\na,m1,hello,many\nb,,hi,5\n")
+
+    result = CliRunner().invoke(app, ["validate", str(manifest)])
+
+    assert result.exit_code == 1
+    assert f"{manifest}:2: max_tokens: 'many' is not a number" in result.output
+    assert f"{manifest}:3: model: is required" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_manifest_is_a_user_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["validate", str(tmp_path / "none.csv")])
+    assert result.exit_code == 1
+    assert "no such file" in result.output
+
+
+@pytest.mark.parametrize("command", [["report"]])
+def test_unbuilt_commands_say_so(command: list[str]) -> None:
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == NOT_BUILT_EXIT_CODE
+    assert "not built yet" in result.output
