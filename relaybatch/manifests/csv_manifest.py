@@ -1,67 +1,92 @@
-"""The CSV manifest shortcut: one row per call, columns named after request fields."""
+"""The table shortcut: a CSV, JSONL or Parquet file with one row per call, columns named after request fields.
+
+Special columns: `id` (item id, carried to the results), `kind` (default chat), `prompt` (placed
+where the kind expects its text), `system`, and `image` (a file path or base64). Every other
+non-empty cell is a request field; cells that hold a JSON object or array (e.g. a judgment's
+`questions`) are parsed as JSON. The job name is the file's stem.
+"""
 
 from __future__ import annotations
 
-import csv
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
-from relaybatch.manifests.items import Item
+from relaybatch.manifests.build import place_inputs
+from relaybatch.manifests.expand import Expanded, JobSource, finish_item
+from relaybatch.manifests.images import ImageInputError, load_image
+from relaybatch.manifests.items import Item, Kind
 from relaybatch.manifests.problems import ManifestInvalid, Problem
+from relaybatch.manifests.sources import Row, iter_rows
 
-# Columns that shape the request rather than pass through to it.
-_ID_COLUMN = "id"
-_PROMPT_COLUMN = "prompt"
-_INT_FIELDS = {"max_tokens", "max_completion_tokens"}
-_FLOAT_FIELDS = {"temperature"}
+_SHAPING_COLUMNS = {"id", "kind", "prompt", "system", "image"}
+_KINDS = get_args(Kind)
 
 
-def _request_from_row(row: dict[str, str], path: Path, line: int) -> tuple[dict[str, Any], list[Problem]]:
-    problems: list[Problem] = []
-    request: dict[str, Any] = {}
-    for field, value in row.items():
-        if field in (_ID_COLUMN, _PROMPT_COLUMN) or value in ("", None):
-            continue
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("{", "["):
         try:
-            if field in _INT_FIELDS:
-                request[field] = int(value)
-            elif field in _FLOAT_FIELDS:
-                request[field] = float(value)
-            else:
-                request[field] = value
-        except ValueError:
-            problems.append(Problem(str(path), line, field, f"'{value}' is not a number"))
-    if not row.get("model"):
-        problems.append(Problem(str(path), line, "model", "is required: name a model ID"))
-    prompt = row.get(_PROMPT_COLUMN)
-    if not prompt:
-        problems.append(Problem(str(path), line, _PROMPT_COLUMN, "is required: give the user message"))
-    request["messages"] = [{"role": "user", "content": prompt or ""}]
-    return request, problems
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _row_to_item(row: Row, *, job: str, file: str, base_dir: Path) -> Expanded:
+    values = row.values
+    kind = values.get("kind") or "chat"
+    if kind not in _KINDS:
+        return None, [
+            Problem(file, row.line, "kind", f"'{kind}' is not a kind; use one of {', '.join(_KINDS)}")
+        ]
+    request = {
+        field: _cell(value)
+        for field, value in values.items()
+        if field not in _SHAPING_COLUMNS and value not in ("", None)
+    }
+    earlier: list[tuple[str, str]] = []
+    images = []
+    if values.get("image") not in ("", None):
+        try:
+            images.append(load_image(values["image"], base_dir))
+        except ImageInputError as error:
+            earlier.append(("image", str(error)))
+    prompt = values.get("prompt") or None
+    if prompt is None and kind in ("chat", "responses", "messages", "generate_content"):
+        earlier.append(("prompt", "is required: give the user message"))
+    earlier += place_inputs(kind, request, prompt, values.get("system") or None, images)
+    item_id = str(values.get("id") or row.number)
+    return finish_item(
+        job=job,
+        kind=cast(Kind, kind),
+        request=request,
+        item_id=item_id,
+        carry={"id": item_id},
+        file=file,
+        line=row.line,
+        earlier=earlier,
+    )
+
+
+def table_job(path: Path) -> JobSource:
+    """The one job of a table shortcut file: named after the file, one item per row."""
+    job, file, base_dir = path.stem, str(path), path.parent
+    return JobSource(
+        name=job,
+        file=file,
+        rows=lambda: iter_rows(path),
+        to_item=lambda row: _row_to_item(row, job=job, file=file, base_dir=base_dir),
+    )
 
 
 def load_csv_manifest(path: Path) -> list[Item]:
-    """Read every row, collect every problem, and return the items only when there are none."""
-    job = path.stem
+    """Every item of a table shortcut file; raise ManifestInvalid listing every problem."""
     items: list[Item] = []
     problems: list[Problem] = []
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for row in reader:
-            line = reader.line_num
-            request, row_problems = _request_from_row(row, path, line)
-            problems.extend(row_problems)
-            item_id = row.get(_ID_COLUMN) or str(line - 1)
-            items.append(
-                Item.build(
-                    item_id=item_id,
-                    job=job,
-                    kind="chat",
-                    request=request,
-                    carry={_ID_COLUMN: item_id},
-                    source=f"{path}:{line}",
-                )
-            )
+    for item, found in table_job(path).expand():
+        problems += found
+        if item is not None:
+            items.append(item)
     if problems:
         raise ManifestInvalid(problems)
     return items

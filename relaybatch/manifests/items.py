@@ -23,7 +23,8 @@ Kind = Literal[
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal requests give equal text, so equal keys."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # default=str: dates and other scalars read from Parquet hash by their text, never by identity.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def item_key(job: str, kind: str, request: dict[str, Any]) -> str:

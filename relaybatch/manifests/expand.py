@@ -1,0 +1,94 @@
+"""Rows to items: the steps every manifest format shares, and the job source they plug into."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from relaybatch.manifests.checks import check_request, coerce_numbers
+from relaybatch.manifests.items import Item, Kind
+from relaybatch.manifests.problems import Problem
+from relaybatch.manifests.sources import BadRow, Row
+
+# One row's outcome: the item when the row is good, and its problems (empty when good).
+Expanded = tuple[Item | None, list[Problem]]
+RowToItem = Callable[[Row], Expanded]
+
+
+@dataclass
+class JobSource:
+    """A job as the manifest describes it: a name, where its rows are, and how a row becomes an item."""
+
+    name: str
+    file: str  # where its rows live (the data file, or the manifest for inline rows)
+    rows: Callable[[], Iterator[Row | BadRow]]
+    to_item: RowToItem
+    kind: Kind | None = None  # None when rows choose their own kind (CSV shortcut, batch files)
+    model: str | None = None
+    budget_usd: Decimal | None = None
+    problems: list[Problem] = field(default_factory=list)  # found before any row is read
+
+    def expand(self) -> Iterator[Expanded]:
+        """Each row's item or problems, streamed. A job with up-front problems yields no rows."""
+        if self.problems:
+            yield None, list(self.problems)
+            return
+        for row in self.rows():
+            if isinstance(row, BadRow):
+                yield None, [Problem(self.file, row.line, None, row.message)]
+            else:
+                yield self.to_item(row)
+
+
+def jsonable(value: Any) -> Any:
+    """Values safe to store as JSON: dates and other scalars from Parquet become their text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(key): jsonable(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(inner) for inner in value]
+    return str(value)
+
+
+def finish_item(
+    *,
+    job: str,
+    kind: Kind,
+    request: dict[str, Any],
+    item_id: str,
+    carry: dict[str, Any],
+    file: str,
+    line: int,
+    earlier: list[tuple[str, str]] | None = None,
+) -> Expanded:
+    """Coerce numeric text, run the kind's gateway checks, and build the item when all is well."""
+    found = list(earlier or [])
+    found += coerce_numbers(request)
+    if not found:
+        found += _first_per_field(check_request(kind, request))
+    problems = [Problem(file, line, field_name, message) for field_name, message in found]
+    if problems:
+        return None, problems
+    item = Item.build(
+        item_id=item_id,
+        job=job,
+        kind=kind,
+        request=jsonable(request),
+        carry=jsonable(carry),
+        source=f"{file}:{line}",
+    )
+    return item, []
+
+
+def _first_per_field(found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    # A union field (str or list) fails once per branch; one message per field reads better.
+    seen: set[str] = set()
+    kept = []
+    for field_name, message in found:
+        if field_name not in seen:
+            seen.add(field_name)
+            kept.append((field_name, message))
+    return kept

@@ -1,0 +1,174 @@
+"""Open a manifest of any format, validate it in one streaming pass, and stream its items.
+
+`open_manifest(path)` reads only the small part up front (YAML structure, headers, templates);
+rows are read when `validate()` or `iter_items()` walks them, one at a time, so a data file of
+any length expands in flat memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from relaybatch.errors import UserError
+from relaybatch.manifests.batch_format import batch_job, is_batch_file
+from relaybatch.manifests.csv_manifest import table_job
+from relaybatch.manifests.duplicates import DuplicateFinder
+from relaybatch.manifests.expand import JobSource
+from relaybatch.manifests.items import Item
+from relaybatch.manifests.problems import ManifestInvalid, Problem
+from relaybatch.manifests.schema import ManifestFile, RunSettings
+from relaybatch.manifests.yaml_jobs import YamlJob
+from relaybatch.manifests.yaml_lines import Path_, line_of, load_with_lines
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
+# Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
+MAX_PROBLEMS = 500
+
+_KEY_SPACE, _ID_SPACE = 0, 1
+
+
+@dataclass
+class Validation:
+    """What a validation pass found: every problem (up to a cap) and item counts per job, kind and model."""
+
+    problems: list[Problem] = field(default_factory=list)
+    counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    truncated: int = 0  # problems found beyond MAX_PROBLEMS
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def raise_if_invalid(self) -> None:
+        if self.problems:
+            problems = list(self.problems)
+            if self.truncated:
+                problems.append(Problem("", None, None, f"... and {self.truncated} more problems"))
+            raise ManifestInvalid(problems)
+
+
+@dataclass
+class Manifest:
+    """A manifest's run settings and jobs; items are expanded on demand."""
+
+    path: Path
+    settings: RunSettings
+    jobs: list[JobSource]
+
+    @property
+    def run_name(self) -> str:
+        return self.settings.name or self.path.stem
+
+    def iter_items(self) -> Iterator[Item]:
+        """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first)."""
+        for job in self.jobs:
+            for item, problems in job.expand():
+                if problems:
+                    raise ManifestInvalid(problems)
+                assert item is not None
+                yield item
+
+    def validate(self, max_problems: int = MAX_PROBLEMS) -> Validation:
+        """Walk every row once, collecting every problem and duplicate; memory stays flat."""
+        result = Validation()
+        with DuplicateFinder() as seen:
+            for job in self.jobs:
+                for item, problems in job.expand():
+                    if item is not None:
+                        problems = _duplicates(seen, item)
+                        if not problems:
+                            result.counts[(item.job, item.kind, _model_of(item))] += 1
+                    for problem in problems:
+                        if len(result.problems) < max_problems:
+                            result.problems.append(problem)
+                        else:
+                            result.truncated += 1
+        return result
+
+
+def _model_of(item: Item) -> str:
+    model = item.request.get("model")
+    return (
+        str(model)
+        if model
+        else (f"route:{item.request.get('route', 'search')}" if item.kind == "web_search" else "-")
+    )
+
+
+def _duplicates(seen: DuplicateFinder, item: Item) -> list[Problem]:
+    file, _, line = item.source.rpartition(":")
+    where = (file, int(line) if line.isdigit() else None)
+    problems = []
+    earlier = seen.first_seen(_KEY_SPACE, item.key, item.source)
+    if earlier is not None:
+        problems.append(
+            Problem(*where, None, f"duplicates the item at {earlier} (same job and request); remove one")
+        )
+    id_hash = hashlib.sha256(f"{item.job}\0{item.item_id}".encode()).hexdigest()
+    earlier_id = seen.first_seen(_ID_SPACE, id_hash, item.source)
+    if earlier_id is not None and earlier is None:
+        problems.append(
+            Problem(
+                *where,
+                "id",
+                f"item id '{item.item_id}' is already used at {earlier_id}; ids are unique per job",
+            )
+        )
+    return problems
+
+
+def open_manifest(path: Path) -> Manifest:
+    """Read a manifest's structure (not its rows); raise ManifestInvalid or UserError when it is unusable."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; give the path of a manifest")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _open_yaml(path)
+    if suffix == ".jsonl" and is_batch_file(path):
+        return Manifest(path, RunSettings(), [batch_job(path)])
+    if suffix in (".csv", ".jsonl", ".parquet"):
+        return Manifest(path, RunSettings(), [table_job(path)])
+    raise UserError(f"{path}: unsupported manifest type '{path.suffix}'; use {', '.join(MANIFEST_SUFFIXES)}")
+
+
+def _open_yaml(path: Path) -> Manifest:
+    import yaml
+
+    try:
+        document, lines = load_with_lines(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ManifestInvalid([Problem(str(path), line, None, f"is not valid YAML: {error}")]) from None
+    if not isinstance(document, dict):
+        raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
+    try:
+        parsed = ManifestFile.model_validate(document)
+    except ValidationError as error:
+        raise ManifestInvalid(_located(path, error, lines)) from None
+    jobs = [YamlJob(spec, index, path, lines).source() for index, spec in enumerate(parsed.jobs)]
+    return Manifest(path, parsed.run, jobs)
+
+
+def _located(path: Path, error: ValidationError, lines: dict[Path_, int]) -> list[Problem]:
+    problems = []
+    for detail in error.errors():
+        loc = tuple(detail["loc"])
+        field_name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+        message = str(detail["msg"]).removeprefix("Value error, ")
+        if detail["type"] == "missing":
+            message = "is required"
+        elif detail["type"] == "extra_forbidden":
+            message = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+        problems.append(Problem(str(path), line_of(lines, loc), field_name or None, message))
+    return problems

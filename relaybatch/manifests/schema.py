@@ -1,0 +1,87 @@
+"""The YAML manifest's shape: run settings and jobs, as pydantic models."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from relaybatch.manifests.items import Kind
+
+UncertainPolicy = Literal["report", "resend"]
+
+
+def _decimal_from_yaml(value: Any) -> Any:
+    # YAML reads 2.50 as a float; going through its shortest text keeps 2.50 exact, not 2.4999...
+    return str(value) if isinstance(value, float) else value
+
+
+class RunSettings(BaseModel):
+    """Settings of the whole run; the engine reads them from `Manifest.settings`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$", description="default: file stem")
+    profile: str | None = Field(default=None, description="gateway profile name from configs/")
+    budget_usd: Decimal | None = Field(default=None, gt=0, description="stop new billed work past this")
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    output: str | None = Field(default=None, description="output folder, relative to the manifest")
+    uncertain: UncertainPolicy = Field(
+        default="report", description="items sent with no answer recorded: report them, or resend"
+    )
+
+    _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
+
+
+class JobSpec(BaseModel):
+    """One job: a kind, a model, request defaults and the rows that fill its templates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Kind
+    model: str | None = Field(default=None, min_length=1)
+    request: dict[str, Any] = Field(
+        default_factory=dict, description="request defaults; strings are templates"
+    )
+    prompt: str | None = Field(default=None, description="template of the user text / prompt / query")
+    system: str | None = Field(default=None, description="template of the system instruction")
+    image: str | list[str] | None = Field(default=None, description="column(s) holding image paths or base64")
+    items: list[dict[str, Any]] | None = None
+    data: str | None = Field(default=None, description="CSV, JSONL or Parquet file, relative to the manifest")
+    id: str | None = Field(default=None, description="template of the item id; default: the id column or row")
+    carry: list[str] = Field(default_factory=list, description="input columns copied to the results")
+    budget_usd: Decimal | None = Field(default=None, gt=0)
+
+    _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
+
+    @model_validator(mode="after")
+    def _one_source_and_a_model(self) -> JobSpec:
+        if (self.items is None) == (self.data is None):
+            raise ValueError("give exactly one of items (inline rows) or data (a CSV, JSONL or Parquet file)")
+        if self.model is None and self.kind != "web_search":
+            raise ValueError(f"model is required for kind {self.kind}: name a model ID from GET /v1/models")
+        return self
+
+    @property
+    def image_columns(self) -> list[str]:
+        if self.image is None:
+            return []
+        return [self.image] if isinstance(self.image, str) else list(self.image)
+
+
+class ManifestFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: RunSettings = Field(default_factory=RunSettings)
+    jobs: list[JobSpec] = Field(min_length=1)
+
+    @field_validator("jobs")
+    @classmethod
+    def _unique_names(cls, jobs: list[JobSpec]) -> list[JobSpec]:
+        names = [job.name for job in jobs]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"job names must be unique; repeated: {', '.join(repeated)}")
+        return jobs

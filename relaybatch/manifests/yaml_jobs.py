@@ -1,0 +1,146 @@
+"""YAML jobs to job sources: template checks up front, then one item per inline or data row."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from relaybatch.manifests.build import place_inputs
+from relaybatch.manifests.expand import Expanded, JobSource, finish_item
+from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
+from relaybatch.manifests.problems import Problem
+from relaybatch.manifests.schema import JobSpec
+from relaybatch.manifests.sources import DATA_SUFFIXES, Row, columns_of, iter_rows
+from relaybatch.manifests.templates import TemplateError, fields_in, fill, render
+from relaybatch.manifests.yaml_lines import Path_, line_of
+
+
+class YamlJob:
+    """Turns the rows of one YAML job into items."""
+
+    def __init__(self, spec: JobSpec, index: int, manifest: Path, lines: dict[Path_, int]) -> None:
+        self.spec = spec
+        self.index = index
+        self.manifest = manifest
+        self.lines = lines
+        self.data = (manifest.parent / spec.data) if spec.data else None
+        self.images_dir = self.data.parent if self.data else manifest.parent
+        self._needed: set[str] = set()  # every column the job reads, filled by the up-front check
+
+    def source(self) -> JobSource:
+        file = str(self.data) if self.data else str(self.manifest)
+        return JobSource(
+            name=self.spec.name,
+            file=file,
+            rows=self._rows,
+            to_item=self._to_item,
+            kind=self.spec.kind,
+            model=self.spec.model,
+            budget_usd=self.spec.budget_usd,
+            problems=self._upfront_problems(),
+        )
+
+    # --- where things are -------------------------------------------------------------------
+
+    def _where(self, *path: int | str) -> tuple[int | None, str]:
+        full = ("jobs", self.index, *path)
+        field = f"jobs[{self.index}]" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+        return line_of(self.lines, full), field
+
+    def _problem(self, message: str, *path: int | str) -> Problem:
+        line, field = self._where(*path)
+        return Problem(str(self.manifest), line, field, message)
+
+    # --- checks before any row --------------------------------------------------------------
+
+    def _used_columns(self) -> list[tuple[tuple[int | str, ...], str]]:
+        """(location in the job, column) for every template, image column and carried column."""
+        spec = self.spec
+        used: list[tuple[tuple[int | str, ...], str]] = []
+        for name in ("prompt", "system", "id", "request"):
+            try:
+                found = list(fields_in(getattr(spec, name)))
+            except TemplateError as error:
+                error.location = (name,)
+                raise
+            for location, column in found:
+                used.append(((name, *location.split(".")) if location else (name,), column))
+        used += [(("image",), column) for column in spec.image_columns]
+        used += [(("carry",), column) for column in spec.carry]
+        return used
+
+    def _upfront_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        try:
+            used = self._used_columns()
+        except TemplateError as error:
+            return [self._problem(str(error), *error.location)]
+        self._needed = {column for _, column in used}
+        if self.data is not None:
+            if self.data.suffix.lower() not in DATA_SUFFIXES:
+                return [
+                    self._problem(f"'{self.spec.data}' must be a {', '.join(DATA_SUFFIXES)} file", "data")
+                ]
+            if not self.data.is_file():
+                return [self._problem(f"data file '{self.spec.data}' not found next to the manifest", "data")]
+            columns = columns_of(self.data)
+            if columns is not None:
+                for location, column in used:
+                    if column not in columns:
+                        problems.append(
+                            self._problem(
+                                f"names column '{column}' that {self.data.name} does not have "
+                                f"(columns: {', '.join(columns)})",
+                                *location,
+                            )
+                        )
+        return problems
+
+    # --- rows -------------------------------------------------------------------------------
+
+    def _rows(self) -> Iterator[Row]:
+        if self.data is not None:
+            yield from iter_rows(self.data)  # type: ignore[misc]
+            return
+        for index, values in enumerate(self.spec.items or []):
+            line, _ = self._where("items", index)
+            yield Row(line or 0, values, index + 1)
+
+    def _to_item(self, row: Row) -> Expanded:
+        spec = self.spec
+        file = str(self.data) if self.data else str(self.manifest)
+        missing = sorted(column for column in self._needed if column not in row.values)
+        if missing:
+            message = f"has no column {', '.join(missing)} that the job's templates use"
+            return None, [Problem(file, row.line, None, message)]
+        request: dict[str, Any] = fill(spec.request, row.values)
+        if spec.model is not None:
+            request.setdefault("model", spec.model)
+        earlier: list[tuple[str, str]] = []
+        images: list[InlineImage] = []
+        for column in spec.image_columns:
+            try:
+                images.append(load_image(row.values[column], self.images_dir))
+            except ImageInputError as error:
+                earlier.append((column, str(error)))
+        text = render(spec.prompt, row.values) if spec.prompt is not None else None
+        system = render(spec.system, row.values) if spec.system is not None else None
+        earlier += place_inputs(spec.kind, request, text, system, images)
+        return finish_item(
+            job=spec.name,
+            kind=spec.kind,
+            request=request,
+            item_id=self._item_id(row),
+            carry={column: row.values[column] for column in spec.carry},
+            file=file,
+            line=row.line,
+            earlier=earlier,
+        )
+
+    def _item_id(self, row: Row) -> str:
+        if self.spec.id is not None:
+            return render(self.spec.id, row.values)
+        if row.values.get("id") not in (None, ""):
+            return str(row.values["id"])
+        return f"{self.spec.name}-{row.number}"
