@@ -113,24 +113,62 @@ def run(manifest: ManifestArgument, runs_dir: RunsDirOption = None, base_url: Ba
 @reports_user_errors
 def validate(manifest: ManifestArgument) -> None:
     """Check a manifest without sending anything; list every problem with its location."""
-    from collections import Counter
+    from relaybatch.manifests import open_manifest
 
-    from relaybatch.manifests import load_items
-
-    items = load_items(manifest)
+    checked = open_manifest(manifest)
+    validation = checked.validate()
+    validation.raise_if_invalid()
     table = Table("job", "kind", "model", "items")
-    per_job = Counter((item.job, item.kind, str(item.request.get("model"))) for item in items)
-    for (job, kind, model), count in sorted(per_job.items()):
+    for (job, kind, model), count in sorted(validation.counts.items()):
         table.add_row(job, kind, model, str(count))
-    console.print(f"{manifest}: valid, {len(items)} items")
+    console.print(f"{manifest}: valid, {validation.total} items in {len(checked.jobs)} jobs")
     console.print(table)
 
 
 @app.command()
 @reports_user_errors
-def plan(manifest: ManifestArgument) -> None:
+def plan(
+    manifest: ManifestArgument,
+    base_url: BaseUrlOption = None,
+    show_items: Annotated[int, typer.Option("--items", help="Also list the first N items.")] = 0,
+) -> None:
     """Show the items of a manifest and an estimated cost per job, sending no billed request."""
-    not_built("plan")
+    import asyncio
+
+    from relaybatch.connect import open_client
+    from relaybatch.manifests import open_manifest
+    from relaybatch.manifests.estimate import PlanEstimate, estimate
+    from relaybatch.settings import Settings
+
+    checked = open_manifest(manifest)
+    checked.validate().raise_if_invalid()
+
+    async def priced() -> PlanEstimate:
+        async with open_client(Settings(base_url=base_url) if base_url else Settings()) as client:
+            return await estimate(checked.iter_items(), client)
+
+    result = asyncio.run(priced())
+    table = Table("job", "kind", "model", "items", "in tokens", "out tokens", "video s", "est. USD")
+    for group in result.groups:
+        units = group.units
+        out_tokens = units.output_tokens + units.output_image_tokens
+        usd = "?" if group.usd is None else f"{group.usd:.4f}"
+        row = (units.items, units.input_tokens, out_tokens, units.video_seconds)
+        table.add_row(group.job, group.kind, group.model or "-", *map(str, row), usd)
+    console.print(table)
+    console.print(
+        f"estimated total: {result.total_usd:.4f} USD (tokens ~ text length / 4; output = max tokens)"
+    )
+    if checked.settings.budget_usd is not None:
+        verdict = "covers" if result.total_usd <= checked.settings.budget_usd else "is BELOW"
+        console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the estimate")
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if show_items:
+        listing = Table("item id", "job", "kind", "key", "source")
+        for _, item in zip(range(show_items), checked.iter_items(), strict=False):
+            listing.add_row(item.item_id, item.job, item.kind, item.key, item.source)
+        console.print(listing)
 
 
 @app.command()
