@@ -1,0 +1,169 @@
+"""Budgets that hold: reserve a call's worst case before it is sent, settle it when it is known.
+
+A call is admitted only if, for the run and for its job,
+    spent + reserved in flight + this call's worst case <= budget.
+Since a call is never charged more than its worst case, the budget is never crossed, however
+many calls are in flight. Settling replaces the reservation with the actual charge; releasing
+(a call that was not charged) drops it. All three take one lock and never wait inside it, so a
+Budget can be shared by threads and by the tasks of one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from relaybatch.errors import RunStopped
+
+
+@dataclass(frozen=True)
+class Reservation:
+    key: str
+    job: str
+    usd: Decimal
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a call was not admitted: the scope whose budget it would cross, and by how much."""
+
+    scope: str  # "run" or "job NAME"
+    limit: Decimal
+    spent: Decimal
+    in_flight: Decimal
+    needed: Decimal | None  # None: the call's worst case could not be priced
+
+    @property
+    def only_in_flight(self) -> bool:
+        """True when the call would fit once the calls in flight settle below their worst case."""
+        return self.needed is not None and self.spent + self.needed <= self.limit and self.in_flight > 0
+
+    def message(self, item: str) -> str:
+        if self.needed is None:
+            return (
+                f"budget: the cost of item {item} cannot be bounded (a price it needs is unknown), "
+                f"so it was not sent under the {self.scope} budget of {self.limit} USD"
+            )
+        return (
+            f"{self.scope} budget of {self.limit} USD reached: {self.spent} USD spent, "
+            f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. "
+            f"Raise budget_usd and run the manifest again to resume; nothing already done is re-sent."
+        )
+
+
+class BudgetStopped(RunStopped):
+    """The budget cannot admit more work: the run stops, resumable."""
+
+
+class Budget:
+    """Run and per-job limits in USD (None = no limit), with spend and reservations in flight."""
+
+    def __init__(
+        self,
+        run_limit: Decimal | None = None,
+        job_limits: Mapping[str, Decimal] | None = None,
+        *,
+        spent: Decimal = Decimal(0),
+        spent_by_job: Mapping[str, Decimal] | None = None,
+    ) -> None:
+        self.run_limit = run_limit
+        self.job_limits = dict(job_limits or {})
+        self._lock = threading.Lock()
+        self._spent = spent
+        self._spent_by_job: dict[str, Decimal] = dict(spent_by_job or {})
+        self._reservations: dict[str, Reservation] = {}
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def limits(self, job: str) -> list[tuple[str, Decimal]]:
+        scopes = [("run", self.run_limit), (f"job {job}", self.job_limits.get(job))]
+        return [(scope, limit) for scope, limit in scopes if limit is not None]
+
+    def is_limited(self, job: str) -> bool:
+        return bool(self.limits(job))
+
+    def _in_flight(self, job: str | None) -> Decimal:
+        return sum((r.usd for r in self._reservations.values() if job is None or r.job == job), Decimal(0))
+
+    def _refusal(self, job: str, needed: Decimal | None) -> Refusal | None:
+        for scope, limit in self.limits(job):
+            spent = self._spent if scope == "run" else self._spent_by_job.get(job, Decimal(0))
+            in_flight = self._in_flight(None if scope == "run" else job)
+            if needed is None or spent + in_flight + needed > limit:
+                return Refusal(scope, limit, spent, in_flight, needed)
+        return None
+
+    def reserve(self, key: str, job: str, worst_usd: Decimal | None) -> Refusal | None:
+        """Admit a call (None) or say why not. ``worst_usd`` None = unbounded: refused under a limit."""
+        refusal, _ = self._reserve(key, job, worst_usd, wait=False)
+        return refusal
+
+    async def reserve_when_possible(self, key: str, job: str, worst_usd: Decimal | None) -> Refusal | None:
+        """Like ``reserve``, but when only calls in flight stand in the way, wait for them to settle."""
+        while True:
+            refusal, settled = self._reserve(key, job, worst_usd, wait=True)
+            if settled is None:
+                return refusal
+            await settled
+
+    def _reserve(
+        self, key: str, job: str, worst_usd: Decimal | None, *, wait: bool
+    ) -> tuple[Refusal | None, asyncio.Future[None] | None]:
+        with self._lock:
+            if key in self._reservations:
+                return None, None
+            refusal = self._refusal(job, worst_usd)
+            if refusal is None:
+                self._reservations[key] = Reservation(key, job, worst_usd or Decimal(0))
+                return None, None
+            if not (wait and refusal.only_in_flight):
+                return refusal, None
+            # Registered under the lock that settle takes: a settle cannot slip in unnoticed.
+            settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(settled)
+            return refusal, settled
+
+    def settle(self, key: str, job: str, actual_usd: Decimal) -> None:
+        """The call was charged ``actual_usd``: it replaces the reservation in the spend."""
+        with self._lock:
+            self._reservations.pop(key, None)
+            self._spent += actual_usd
+            self._spent_by_job[job] = self._spent_by_job.get(job, Decimal(0)) + actual_usd
+            waiters, self._waiters = self._waiters, []
+        _wake(waiters)
+
+    def release(self, key: str) -> None:
+        """The call was not charged (refused before processing, or never sent)."""
+        with self._lock:
+            self._reservations.pop(key, None)
+            waiters, self._waiters = self._waiters, []
+        _wake(waiters)
+
+    @property
+    def spent(self) -> Decimal:
+        with self._lock:
+            return self._spent
+
+    def spent_by_job(self) -> dict[str, Decimal]:
+        with self._lock:
+            return dict(self._spent_by_job)
+
+    @property
+    def in_flight(self) -> Decimal:
+        with self._lock:
+            return self._in_flight(None)
+
+
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    """Wake waiting reservations on their own loops (settle may run on another thread)."""
+    for future in waiters:
+        loop = future.get_loop()
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_finish, future)

@@ -1,0 +1,264 @@
+"""The cost ledger: one row per billable call, kept in SQLite during the run, exported to Parquet.
+
+Rows are written to the run's ``costs.sqlite`` the moment a call is settled, so a crash loses
+no charge and a resumed run knows what it already spent. ``write_ledger`` turns them into
+``ledger.parquet`` with money as Arrow decimal128(38, 18): exact, never float.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlite_utils
+
+from relaybatch.costs.price import COMPONENTS, CallCost
+from relaybatch.costs.pricing import ModelPrices
+from relaybatch.costs.usage import UsageCounts
+
+MONEY = pa.decimal128(38, 18)
+# Every Decimal the ledger holds must fit this scale exactly; a price with more than 18
+# decimals would be rounded by the cast, so it is refused instead (see _to_arrow_decimal).
+MONEY_QUANTUM = Decimal(1).scaleb(-18)
+
+USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
+SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One billable call: who, what, how much of each unit, at which price, for how many USD."""
+
+    run: str
+    job: str
+    item_id: str
+    item_key: str
+    kind: str
+    model: str
+    provider: str | None
+    usage: UsageCounts
+    cost: CallCost
+    charged_at: datetime
+    remote_id: str | None = None
+    latency_seconds: float | None = None  # a duration for the dashboard, not money
+    call: str = "create"  # which billed request of the item (one per item today)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def usd(self) -> Decimal | None:
+        return self.cost.usd
+
+
+def build_row(
+    *,
+    run: str,
+    job: str,
+    item_id: str,
+    item_key: str,
+    kind: str,
+    model: str,
+    provider: str | None,
+    usage: UsageCounts,
+    cost: CallCost,
+    remote_id: str | None = None,
+    latency_seconds: float | None = None,
+    charged_at: datetime | None = None,
+) -> LedgerRow:
+    return LedgerRow(
+        run=run,
+        job=job,
+        item_id=item_id,
+        item_key=item_key,
+        kind=kind,
+        model=model,
+        provider=provider,
+        usage=usage,
+        cost=cost,
+        remote_id=remote_id,
+        latency_seconds=latency_seconds,
+        charged_at=charged_at or datetime.now(UTC),
+    )
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def flat_record(row: LedgerRow) -> dict[str, Any]:
+    """The row as flat columns; Decimals as strings (SQLite has no exact decimal type)."""
+    record: dict[str, Any] = {
+        "id": f"{row.item_key}:{row.call}",
+        "run": row.run,
+        "job": row.job,
+        "item_id": row.item_id,
+        "item_key": row.item_key,
+        "call": row.call,
+        "kind": row.kind,
+        "model": row.model,
+        "provider": row.provider,
+        "remote_id": row.remote_id,
+        "tier": row.cost.tier,
+    }
+    usage = asdict(row.usage)
+    for name in USAGE_COLUMNS:
+        record[name] = str(usage[name]) if name in SECONDS_COLUMNS else usage[name]
+    record["quote_usd"] = _text(row.usage.quote_usd)
+    for name in COMPONENTS:
+        part = row.cost.component(name)
+        record[f"price_{name}"] = _text(part.unit_price) if part else None
+        record[f"usd_{name}"] = _text(part.usd) if part else None
+    record["price_paths"] = json.dumps({part.name: part.price_path for part in row.cost.components})
+    record["unknown_prices"] = ",".join(row.cost.unknown) or None
+    record["priced"] = not row.cost.unknown
+    record["usd"] = _text(row.cost.usd)
+    record["known_usd"] = str(row.cost.known_usd)
+    record["charged_at"] = row.charged_at.astimezone(UTC).isoformat(timespec="microseconds")
+    record["latency_seconds"] = row.latency_seconds
+    return record
+
+
+def ledger_schema() -> pa.Schema:
+    columns: list[tuple[str, pa.DataType]] = [
+        ("run", pa.string()),
+        ("job", pa.string()),
+        ("item_id", pa.string()),
+        ("item_key", pa.string()),
+        ("call", pa.string()),
+        ("kind", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("remote_id", pa.string()),
+        ("tier", pa.string()),
+    ]
+    columns += [(name, MONEY if name in SECONDS_COLUMNS else pa.int64()) for name in USAGE_COLUMNS]
+    columns.append(("quote_usd", MONEY))
+    for name in COMPONENTS:
+        columns += [(f"price_{name}", MONEY), (f"usd_{name}", MONEY)]
+    columns += [
+        ("price_paths", pa.string()),
+        ("unknown_prices", pa.string()),
+        ("priced", pa.bool_()),
+        ("usd", MONEY),
+        ("known_usd", MONEY),
+        ("charged_at", pa.timestamp("us", tz="UTC")),
+        ("latency_seconds", pa.float64()),
+    ]
+    return pa.schema(columns)
+
+
+def _to_arrow_decimal(value: str | None, column: str) -> Decimal | None:
+    if value is None:
+        return None
+    number = Decimal(value)
+    if number.quantize(MONEY_QUANTUM) != number:
+        raise ValueError(f"ledger {column}: {value} has more than 18 decimal places")
+    return number
+
+
+def _arrow_record(record: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for column in schema:
+        value = record.get(column.name)
+        if column.type == MONEY:
+            value = _to_arrow_decimal(value, column.name)
+        elif column.name == "charged_at" and value is not None:
+            value = datetime.fromisoformat(value)
+        elif column.type == pa.bool_() and value is not None:
+            value = bool(value)
+        out[column.name] = value
+    return out
+
+
+def _sqlite_columns() -> dict[str, type]:
+    """SQLite column types for the ledger: exact decimals as text, counts as integers."""
+    kinds: dict[str, type] = {"id": str}
+    for column in ledger_schema():
+        if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+            kinds[column.name] = int
+        elif pa.types.is_floating(column.type):
+            kinds[column.name] = float
+        else:
+            kinds[column.name] = str
+    return kinds
+
+
+class CostStore:
+    """The run's money in one SQLite file: prices fetched, charges settled."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA busy_timeout=10000")
+        self.path = path
+        self.db = sqlite_utils.Database(connection)
+        self.db.table("prices").create(
+            {"model": str, "provider": str, "fetched_at": str, "pricing": str},
+            pk=("model", "provider"),
+            if_not_exists=True,
+        )
+        self.db.table("charges").create(_sqlite_columns(), pk="id", if_not_exists=True)
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    def record(self, row: LedgerRow) -> None:
+        """Store one settled charge; settling the same call twice keeps one row."""
+        with self.db.conn:
+            self.db.table("charges").upsert(flat_record(row), pk="id")
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        return self.db.table("charges").rows_where(order_by="charged_at, id")
+
+    def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
+        """USD already charged, for the run and per job; unknown-priced rows count what is known."""
+        total, per_job = Decimal(0), dict[str, Decimal]()
+        for record in self.records():
+            amount = Decimal(record["usd"] or record["known_usd"])
+            total += amount
+            per_job[record["job"]] = per_job.get(record["job"], Decimal(0)) + amount
+        return total, per_job
+
+    def save_prices(self, prices: ModelPrices, provider: str | None) -> None:
+        with self.db.conn:
+            self.db.table("prices").upsert(
+                {
+                    # "" stands for "no provider asked": a primary key column cannot hold NULL reliably.
+                    "model": prices.model,
+                    "provider": provider or "",
+                    "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "pricing": json.dumps(prices.source, sort_keys=True),
+                },
+                pk=("model", "provider"),
+            )
+
+    def saved_prices(self) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
+        for record in self.db.table("prices").rows:
+            yield record["model"], record["provider"] or None, json.loads(record["pricing"])
+
+
+def ledger_table(records: Iterator[Mapping[str, Any]] | list[Mapping[str, Any]]) -> pa.Table:
+    schema = ledger_schema()
+    return pa.Table.from_pylist([_arrow_record(record, schema) for record in records], schema=schema)
+
+
+def write_parquet_atomically(table: pa.Table, path: Path) -> None:
+    """Write under a temporary name in the same folder, then rename: no reader sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, temporary)
+    os.replace(temporary, path)
+
+
+def write_ledger(store: CostStore, path: Path) -> Path:
+    write_parquet_atomically(ledger_table(list(store.records())), path)
+    return path

@@ -1,0 +1,183 @@
+"""Each kind's raw usage, normalised into one set of counts that never overlap.
+
+The vendor families count differently (shared conventions, DESIGN.md): chat completions and
+responses include cache reads in the prompt count and reasoning in the completion count;
+messages report cache reads and writes beside an input count that excludes them;
+generate-content includes cache reads in the prompt but reports thoughts beside the candidates.
+``UsageCounts`` removes those overlaps once, here, so pricing adds components and never
+double-counts a token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from typing import Any
+
+
+class UsageError(ValueError):
+    """A usage object whose counts contradict each other (e.g. more cached than prompt tokens)."""
+
+
+@dataclass(frozen=True)
+class UsageCounts:
+    """Disjoint billable quantities of one call; each is priced at exactly one rate."""
+
+    input_tokens: int = 0  # uncached text input, not counting cache reads or writes
+    output_tokens: int = 0  # visible text output, not counting reasoning
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_5m_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    input_image_tokens: int = 0
+    output_image_tokens: int = 0
+    images: int = 0
+    audio_seconds: Decimal = Decimal(0)
+    video_seconds: Decimal = Decimal(0)  # without audio
+    video_seconds_with_audio: Decimal = Decimal(0)
+    requests: int = 0  # successful per-request-priced calls (web search)
+    quote_usd: Decimal | None = None  # a video quote fixed by the gateway at creation
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if value is not None and value < 0:
+                raise UsageError(f"usage {item.name} is negative: {value}")
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt the over-200k tier is measured against: uncached + cache reads + cache writes.
+
+        Input image tokens are not part of it (the shared pricing rule, and the emulator's billing).
+        """
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_5m_tokens
+            + self.cache_write_1h_tokens
+        )
+
+
+def _count(section: Mapping[str, Any] | None, name: str) -> int:
+    value = section.get(name) if isinstance(section, Mapping) else None
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"usage {name} is not a whole number: {value!r}")
+    return value
+
+
+def _section(parent: Mapping[str, Any] | None, name: str) -> Mapping[str, Any] | None:
+    value = parent.get(name) if isinstance(parent, Mapping) else None
+    return value if isinstance(value, Mapping) else None
+
+
+def _part(total: int, included: int, total_name: str, part_name: str) -> int:
+    """``total`` minus a part it includes; a part larger than the total is a broken usage object."""
+    if included > total:
+        raise UsageError(f"usage {part_name} ({included}) exceeds {total_name} ({total})")
+    return total - included
+
+
+def chat_completions_usage(usage: Mapping[str, Any]) -> UsageCounts:
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    cached = _count(_section(usage, "prompt_tokens_details"), "cached_tokens")
+    reasoning = _count(_section(usage, "completion_tokens_details"), "reasoning_tokens")
+    return UsageCounts(
+        input_tokens=_part(prompt, cached, "prompt_tokens", "cached_tokens"),
+        cache_read_tokens=cached,
+        output_tokens=_part(completion, reasoning, "completion_tokens", "reasoning_tokens"),
+        reasoning_tokens=reasoning,
+    )
+
+
+def responses_usage(usage: Mapping[str, Any]) -> UsageCounts:
+    prompt, completion = _count(usage, "input_tokens"), _count(usage, "output_tokens")
+    cached = _count(_section(usage, "input_tokens_details"), "cached_tokens")
+    reasoning = _count(_section(usage, "output_tokens_details"), "reasoning_tokens")
+    return UsageCounts(
+        input_tokens=_part(prompt, cached, "input_tokens", "cached_tokens"),
+        cache_read_tokens=cached,
+        output_tokens=_part(completion, reasoning, "output_tokens", "reasoning_tokens"),
+        reasoning_tokens=reasoning,
+    )
+
+
+def messages_usage(usage: Mapping[str, Any]) -> UsageCounts:
+    # input_tokens excludes every cache token; cache_creation_input_tokens = 5m + 1h writes.
+    writes = _count(usage, "cache_creation_input_tokens")
+    writes_1h = _count(_section(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+    return UsageCounts(
+        input_tokens=_count(usage, "input_tokens"),
+        cache_read_tokens=_count(usage, "cache_read_input_tokens"),
+        cache_write_5m_tokens=_part(
+            writes, writes_1h, "cache_creation_input_tokens", "ephemeral_1h_input_tokens"
+        ),
+        cache_write_1h_tokens=writes_1h,
+        output_tokens=_count(usage, "output_tokens"),  # includes thinking: billed as output
+    )
+
+
+def _modality_tokens(details: Any, modality: str) -> int:
+    if not isinstance(details, list):
+        return 0
+    return sum(_count(entry, "tokenCount") for entry in details if entry.get("modality") == modality)
+
+
+def generate_content_usage(metadata: Mapping[str, Any]) -> UsageCounts:
+    prompt, cached = _count(metadata, "promptTokenCount"), _count(metadata, "cachedContentTokenCount")
+    candidates = _count(metadata, "candidatesTokenCount")  # excludes thoughtsTokenCount
+    image_out = _modality_tokens(metadata.get("candidatesTokensDetails"), "IMAGE")
+    return UsageCounts(
+        input_tokens=_part(prompt, cached, "promptTokenCount", "cachedContentTokenCount"),
+        cache_read_tokens=cached,
+        output_tokens=_part(candidates, image_out, "candidatesTokenCount", "IMAGE tokenCount"),
+        output_image_tokens=image_out,
+        reasoning_tokens=_count(metadata, "thoughtsTokenCount"),
+    )
+
+
+def images_usage(usage: Mapping[str, Any] | None, images: int) -> UsageCounts:
+    """Image generation: tokens (for token-priced models) and the image count (for per-image ones)."""
+    input_total, output_total = _count(usage, "input_tokens"), _count(usage, "output_tokens")
+    input_details = _section(usage, "input_tokens_details")
+    output_details = _section(usage, "output_tokens_details")
+    image_in = _count(input_details, "image_tokens")
+    # Without details every output token of an image call is an image token.
+    image_out = _count(output_details, "image_tokens") if output_details else output_total
+    return UsageCounts(
+        input_tokens=_part(input_total, image_in, "input_tokens", "image_tokens"),
+        input_image_tokens=image_in,
+        output_tokens=_part(output_total, image_out, "output_tokens", "image_tokens"),
+        output_image_tokens=image_out,
+        images=images,
+    )
+
+
+def seconds_value(value: Any, default: Decimal | None = None) -> Decimal | None:
+    """A video length as the request or answer gives it ("8", 8 or "8s"), as a Decimal."""
+    if value is None or isinstance(value, bool):
+        return default
+    text = str(value).strip().removesuffix("s")
+    try:
+        seconds = Decimal(text)
+    except ArithmeticError:
+        return default
+    return seconds if seconds.is_finite() and seconds >= 0 else default
+
+
+def video_usage(seconds: Decimal, *, with_audio: bool, quote_usd: Decimal | None = None) -> UsageCounts:
+    if with_audio:
+        return UsageCounts(video_seconds_with_audio=seconds, quote_usd=quote_usd)
+    return UsageCounts(video_seconds=seconds, quote_usd=quote_usd)
+
+
+def judgment_usage(usage: Mapping[str, Any]) -> UsageCounts:
+    return UsageCounts(
+        input_tokens=_count(usage, "input_tokens"), output_tokens=_count(usage, "output_tokens")
+    )
+
+
+def web_search_usage(succeeded: bool) -> UsageCounts:
+    return UsageCounts(requests=1 if succeeded else 0)
