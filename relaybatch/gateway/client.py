@@ -1,48 +1,60 @@
-"""One async client per run for every gateway route, on httpx, with a transport seam."""
+"""One async client per run for every gateway route, on httpx, with a transport seam.
+
+The client is handed to the code that uses it; it never builds its own limiter or transport
+policy. ``relaybatch.connect.open_client`` builds one from settings.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 
-from relaybatch.gateway.errors import TransportError, status_error
-from relaybatch.limiting import Limiter, RequestPurpose, Unlimited
+from relaybatch.gateway.auth import AuthStyle, auth_headers
+from relaybatch.gateway.catalog_types import ModelList, PricingResponse
+from relaybatch.gateway.chat_types import ChatCompletion, ChatCompletionRequest
+from relaybatch.gateway.errors import BrokenResponse, InvalidRequest, UnexpectedResponse
+from relaybatch.gateway.generate_content_types import GenerateContentRequest, GenerateContentResponse
+from relaybatch.gateway.judgment_types import TypedJudgment, TypedJudgmentRequest
+from relaybatch.gateway.media import MediaFile, write_stream_to_file
+from relaybatch.gateway.media_types import (
+    ImageGenerationRequest,
+    ImagesResponse,
+    Task,
+    TaskCreated,
+    Video,
+    VideoCreateRequest,
+    VideoDeleted,
+    VideoV1CreateRequest,
+)
+from relaybatch.gateway.messages_types import Message, MessagesRequest
+from relaybatch.gateway.responses_types import Response, ResponsesRequest
+from relaybatch.gateway.retry import CallKind, RetryPolicy
+from relaybatch.gateway.routes import WEB_SEARCH_ROUTES, RouteSettings, WebSearchRoute
+from relaybatch.gateway.search_types import ReaderResult, SearchResult
+from relaybatch.gateway.sending import Call, Sender, Sleep
+from relaybatch.gateway.streaming import (
+    Aggregator,
+    ChatCompletionAggregator,
+    GenerateContentAggregator,
+    MessagesAggregator,
+    ResponsesAggregator,
+    read_events,
+)
+from relaybatch.gateway.timeouts import ClientTimeouts
+from relaybatch.limiting import Limiter, Unlimited
 
-
-class Usage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    role: str
-    content: str | None = None
-
-
-class ChatChoice(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    index: int
-    message: ChatMessage
-    finish_reason: str | None = None
-
-
-class ChatCompletion(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    object: str = "chat.completion"
-    created: int
-    model: str
-    choices: list[ChatChoice]
-    usage: Usage | None = None
+ModelT = TypeVar("ModelT", bound=BaseModel)
+RequestLike = BaseModel | Mapping[str, Any]
 
 
 class GatewayClient:
-    """Sends requests to the gateway; every request first takes a token from the limiter."""
+    """Sends requests to the gateway; every attempt first takes a token from the limiter."""
 
     def __init__(
         self,
@@ -51,15 +63,29 @@ class GatewayClient:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         limiter: Limiter | None = None,
-        timeout: httpx.Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        timeouts: ClientTimeouts | None = None,
+        routes: RouteSettings | None = None,
+        sleep: Sleep = asyncio.sleep,
+        random_fraction: Any = random.random,
     ) -> None:
         self._api_key = api_key
-        self._limiter = limiter or Unlimited()
+        self._timeouts = timeouts or ClientTimeouts()
+        self._routes = routes or RouteSettings()
         self._http = httpx.AsyncClient(
-            base_url=base_url,
-            transport=transport,
-            timeout=timeout or httpx.Timeout(120.0, connect=10.0),
+            base_url=base_url, transport=transport, timeout=self._timeouts.default()
         )
+        self._sender = Sender(
+            http=self._http,
+            headers_for=lambda style: auth_headers(style, self._api_key),
+            limiter=limiter or Unlimited(),
+            policy=retry or RetryPolicy(),
+            sleep=sleep,
+            random_fraction=random_fraction,
+        )
+
+    def __repr__(self) -> str:
+        return f"GatewayClient(base_url={str(self._http.base_url)!r})"
 
     async def __aenter__(self) -> GatewayClient:
         return self
@@ -70,36 +96,193 @@ class GatewayClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    def _bearer(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key.get_secret_value()}"}
+    # Chat, four families ------------------------------------------------------------------
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        headers: dict[str, str],
-        json: Any = None,
-        purpose: RequestPurpose = "submit",
-    ) -> Any:
-        await self._limiter.acquire(purpose)
-        try:
-            response = await self._http.request(method, path, headers=headers, json=json)
-        except httpx.TransportError as exc:
-            # The message names the path only: an exception must never carry the key.
-            raise TransportError(f"{method} {path}: {type(exc).__name__}") from None
-        rate_limit = None
-        try:
-            body = response.json()
-        except ValueError:
-            body = response.text
-        if response.status_code == 429 and isinstance(body, dict):
-            rate_limit = (body.get("error") or {}).get("rate_limit")
-        self._limiter.observe(response.status_code, response.headers, rate_limit)
-        if response.status_code >= 400:
-            raise status_error(response.status_code, response.headers, body)
-        return body
+    async def chat_completions(
+        self, request: RequestLike, *, stream: bool = False, converter: bool = False
+    ) -> ChatCompletion:
+        body = _request_body(ChatCompletionRequest, request, stream=stream)
+        if stream:
+            body.setdefault("stream_options", {"include_usage": True})
+        call = self._chat_call(self._routes.chat_completions(converter), AuthStyle.BEARER, body)
+        if stream:
+            return await self._stream(call, ChatCompletionAggregator())
+        return await self._json(call, ChatCompletion)
 
-    async def chat_completions(self, request: dict[str, Any]) -> ChatCompletion:
-        body = await self._send("POST", "/v1/chat/completions", headers=self._bearer(), json=request)
-        return ChatCompletion.model_validate(body)
+    async def responses(
+        self, request: RequestLike, *, stream: bool = False, converter: bool = False
+    ) -> Response:
+        body = _request_body(ResponsesRequest, request, stream=stream)
+        call = self._chat_call(self._routes.responses(converter), AuthStyle.BEARER, body)
+        if stream:
+            return await self._stream(call, ResponsesAggregator())
+        return await self._json(call, Response)
+
+    async def messages(
+        self, request: RequestLike, *, stream: bool = False, converter: bool = False
+    ) -> Message:
+        body = _request_body(MessagesRequest, request, stream=stream)
+        call = self._chat_call(self._routes.messages(converter), AuthStyle.MESSAGES, body)
+        if stream:
+            return await self._stream(call, MessagesAggregator())
+        return await self._json(call, Message)
+
+    async def generate_content(
+        self, model: str, request: RequestLike, *, stream: bool = False, converter: bool = False
+    ) -> GenerateContentResponse:
+        # This family chooses streaming by path, not by a body flag.
+        body = _request_body(GenerateContentRequest, request, stream=None)
+        path = self._routes.generate_content(model, stream=stream, converter=converter)
+        call = self._chat_call(
+            path, AuthStyle.GENERATE_CONTENT, body, params={"alt": "sse"} if stream else None
+        )
+        if stream:
+            return await self._stream(call, GenerateContentAggregator())
+        return await self._json(call, GenerateContentResponse)
+
+    def _chat_call(
+        self, path: str, auth: AuthStyle, body: dict[str, Any], params: Mapping[str, str] | None = None
+    ) -> Call:
+        return Call("POST", path, auth, CallKind.BILLED, "submit", json=body, params=params)
+
+    # Media ----------------------------------------------------------------------------------
+
+    async def images_generate(self, request: RequestLike) -> ImagesResponse:
+        body = _request_body(ImageGenerationRequest, request)
+        call = Call(
+            "POST",
+            "/v1/images/generations",
+            AuthStyle.BEARER,
+            CallKind.BILLED_CREATE,
+            "submit",
+            json=body,
+            timeout=self._timeouts.long_image(),
+        )
+        return await self._json(call, ImagesResponse)
+
+    async def video_create(self, request: RequestLike) -> Video:
+        body = _request_body(VideoCreateRequest, request)
+        call = Call("POST", "/v2/videos", AuthStyle.BEARER, CallKind.BILLED_CREATE, "submit", json=body)
+        return await self._json(call, Video)
+
+    async def video_get(self, video_id: str) -> Video:
+        call = Call("GET", f"/v2/videos/{video_id}", AuthStyle.BEARER, CallKind.READ, "poll")
+        return await self._json(call, Video)
+
+    async def video_delete(self, video_id: str) -> VideoDeleted:
+        call = Call("DELETE", f"/v2/videos/{video_id}", AuthStyle.BEARER, CallKind.READ, "other")
+        return await self._json(call, VideoDeleted)
+
+    async def video_download(self, video_id: str, path: Path) -> MediaFile:
+        """Stream a finished video's bytes to ``path`` (written whole or not at all)."""
+        call = Call(
+            "GET",
+            f"/v2/videos/{video_id}/content",
+            AuthStyle.BEARER,
+            CallKind.READ,
+            "other",
+            timeout=self._timeouts.download(),
+        )
+        async with self._sender.open(call) as response:
+            try:
+                return await write_stream_to_file(response.aiter_bytes(), Path(path))
+            except httpx.TransportError as exc:
+                raise BrokenResponse(f"{call.label}: download cut off ({type(exc).__name__})") from None
+
+    async def video_v1_create(self, request: RequestLike) -> TaskCreated:
+        body = _request_body(VideoV1CreateRequest, request)
+        call = Call(
+            "POST", "/v1/videos/generations", AuthStyle.BEARER, CallKind.BILLED_CREATE, "submit", json=body
+        )
+        return await self._json(call, TaskCreated)
+
+    async def task_get(self, task_id: str) -> Task:
+        call = Call("GET", f"/v1/tasks/{task_id}", AuthStyle.BEARER, CallKind.READ, "poll")
+        return await self._json(call, Task)
+
+    # Judgment, search, catalog ------------------------------------------------------------------
+
+    async def typed_judgment(self, request: RequestLike) -> TypedJudgment:
+        body = _request_body(TypedJudgmentRequest, request)
+        call = Call("POST", "/v1/typedjudge", AuthStyle.BEARER, CallKind.BILLED, "submit", json=body)
+        return await self._json(call, TypedJudgment)
+
+    async def web_search(
+        self, route: WebSearchRoute, params: Mapping[str, str]
+    ) -> SearchResult | ReaderResult:
+        """``route`` is one of search, simple-search, search-news (``q``) or reader (``url``)."""
+        if route not in WEB_SEARCH_ROUTES:
+            raise InvalidRequest(f"unknown web search route {route!r}; expected one of {WEB_SEARCH_ROUTES}")
+        call = Call(
+            "GET", f"/v1/websearch/{route}", AuthStyle.BEARER, CallKind.BILLED, "submit", params=dict(params)
+        )
+        result_type: type[SearchResult | ReaderResult] = ReaderResult if route == "reader" else SearchResult
+        return await self._json(call, result_type)
+
+    async def list_models(self) -> ModelList:
+        call = Call("GET", "/v1/models", AuthStyle.BEARER, CallKind.READ, "other")
+        return await self._json(call, ModelList)
+
+    async def get_pricing(
+        self, model: str, provider: str | None = None, mapping_id: int | None = None
+    ) -> PricingResponse:
+        params = {"model": model}
+        if provider is not None:
+            params["provider"] = provider
+        if mapping_id is not None:
+            params[self._routes.pricing_mapping_parameter] = str(mapping_id)
+        call = Call("GET", "/v1/models/pricing", AuthStyle.BEARER, CallKind.READ, "other", params=params)
+        return await self._json(call, PricingResponse)
+
+    # Plumbing -------------------------------------------------------------------------------------
+
+    async def _json(self, call: Call, result_type: type[ModelT]) -> ModelT:
+        body = await self._sender.json(call)
+        try:
+            return result_type.model_validate(body)
+        except ValidationError as exc:
+            raise UnexpectedResponse(
+                f"{call.label}: answer does not match {result_type.__name__}: {exc}"
+            ) from None
+
+    async def _stream(self, call: Call, aggregator: Aggregator[ModelT]) -> ModelT:
+        async with self._sender.open(call) as response:
+            try:
+                async for event in read_events(response.aiter_lines()):
+                    aggregator.feed(event)
+            except httpx.TransportError as exc:
+                raise self._sender.unanswered_stream(call, exc) from None
+        try:
+            return aggregator.result()
+        except BrokenResponse as exc:
+            raise self._sender.unanswered(call, exc) from None
+        except ValidationError as exc:
+            raise UnexpectedResponse(f"{call.label}: streamed answer does not validate: {exc}") from None
+
+
+def _request_body(
+    model_type: type[BaseModel], request: RequestLike, *, stream: bool | None = False
+) -> dict[str, Any]:
+    """Validate a request (a model or a plain mapping) and return the JSON body to send.
+
+    ``stream`` is the method argument: it decides the body's flag, so a stray ``stream: true`` in a
+    manifest cannot turn a JSON answer into events. None leaves the body alone.
+    """
+    try:
+        if isinstance(request, model_type):
+            model = request
+        else:
+            raw = request.model_dump(exclude_unset=True) if isinstance(request, BaseModel) else dict(request)
+            model = model_type.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(body)'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise InvalidRequest(f"{model_type.__name__}: {problems}") from None
+    body = model.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    if stream is not None:
+        body.pop("stream", None)
+        if stream:
+            body["stream"] = True
+    return body

@@ -1,18 +1,33 @@
 """The gateway client's exceptions, mapped from HTTP status and ``error.type`` in one place.
 
 GatewayError
+├── InvalidRequest            refused before sending: the request does not fit the route's schema
+├── UnexpectedResponse        a 2xx answer whose body is not the documented shape
+├── OutcomeUnknown            a billed create may have been processed and no usable answer came back;
+│                             never resend it blindly (``cause`` holds the underlying error)
 ├── TransportError            no usable answer (connect failure, timeout, dropped or truncated body)
-│   └── OutcomeUnknown        a billed create may have reached the gateway; never resend it blindly
-└── APIStatusError            the gateway answered with an error status
-    ├── BadRequest            400 (and 405, 422)
-    ├── AuthenticationFailed  401: stop the run
+│   ├── ConnectFailed         no connection was made: nothing was sent, always safe to retry
+│   ├── StalledConnection     no byte arrived within the read timeout (the gateway went quiet)
+│   └── BrokenResponse        the connection dropped mid-answer or the body was cut short
+└── APIStatusError            the gateway answered with an error (an error status, or an error
+    │                         event inside a streamed 200)
+    ├── BadRequest            400, 405, 422 (INVALID_ARGUMENT on generate-content)
+    ├── AuthenticationFailed  401 (UNAUTHENTICATED): stop the run
     ├── InsufficientBalance   402: stop new billed work
     ├── PermissionDenied      403
     ├── NotFound              404
-    ├── Conflict              409
-    ├── RateLimited           429: carries the parsed rate_limit and headers
+    ├── Conflict              409: ``candidate_providers`` when the body names them
+    ├── RateLimited           429 (RESOURCE_EXHAUSTED): carries the parsed ``rate_limit`` and headers
     ├── Overloaded            529
-    └── ServerError           500 and above
+    ├── ServerError           500 and above
+    └── StreamError           an ``error`` event (or a failed response) arrived after HTTP 200
+
+Three error envelopes reach ``error_from_response``: the interface's ``{error: {type, code,
+message}}``, generate-content's ``{error: {code: int, message, status}}`` and web search's flat
+``{code, message}``. ``error.code`` is never read to choose a class: the gateway fills it with the
+status string on some routes and with free-form tokens on others.
+
+No message built here contains request headers, so the API key can never reach one.
 """
 
 from __future__ import annotations
@@ -20,20 +35,48 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from relaybatch.gateway.retry import parse_rate_limit_headers
+
 
 class GatewayError(Exception):
     """Base class of every error the gateway client raises."""
+
+
+class InvalidRequest(GatewayError):
+    """The request failed local validation and was not sent."""
+
+
+class UnexpectedResponse(GatewayError):
+    """A success answer that does not parse as the route's documented result."""
+
+
+class OutcomeUnknown(GatewayError):
+    """A billed create was sent and no usable answer arrived: it may have been charged."""
+
+    def __init__(self, message: str, cause: GatewayError) -> None:
+        super().__init__(f"{message} (outcome unknown, not resent: {cause})")
+        self.cause = cause
 
 
 class TransportError(GatewayError):
     """The request got no usable answer."""
 
 
-class OutcomeUnknown(TransportError):
-    """A billed create was sent and no answer arrived: it may have been charged."""
+class ConnectFailed(TransportError):
+    """The connection could not be made; the request never left this process."""
+
+
+class StalledConnection(TransportError):
+    """The gateway sent nothing for longer than the read timeout."""
+
+
+class BrokenResponse(TransportError):
+    """The answer was cut off (connection dropped mid-body, truncated JSON)."""
 
 
 class APIStatusError(GatewayError):
+    """The gateway answered with an error; ``status``, ``error_type`` and ``message`` say which."""
+
     def __init__(
         self,
         status: int,
@@ -65,20 +108,35 @@ class PermissionDenied(APIStatusError): ...
 class NotFound(APIStatusError): ...
 
 
-class Conflict(APIStatusError): ...
+class Conflict(APIStatusError):
+    @property
+    def candidate_providers(self) -> list[str]:
+        """Providers the gateway offered for an ambiguous pricing lookup; empty when not given."""
+        return _candidate_providers(self.body)
 
 
 class RateLimited(APIStatusError):
     @property
     def rate_limit(self) -> Mapping[str, Any] | None:
+        """The body's ``error.rate_limit`` (``rpm``, ``qps``) when present."""
         error = self.body.get("error") if isinstance(self.body, dict) else None
-        return error.get("rate_limit") if isinstance(error, dict) else None
+        limit = error.get("rate_limit") if isinstance(error, dict) else None
+        return limit if isinstance(limit, dict) else None
+
+    @property
+    def rate_limit_headers(self) -> dict[str, float]:
+        """The ``x-ratelimit-*`` headers as numbers (reset in seconds)."""
+        return parse_rate_limit_headers(self.headers)
 
 
 class Overloaded(APIStatusError): ...
 
 
 class ServerError(APIStatusError): ...
+
+
+class StreamError(APIStatusError):
+    """An error reported inside a stream whose HTTP status was 200."""
 
 
 _BY_STATUS: dict[int, type[APIStatusError]] = {
@@ -94,11 +152,85 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     529: Overloaded,
 }
 
+# Consulted only when the status alone does not decide (a 2xx body carrying an error, an odd status).
+_BY_TYPE: dict[str, type[APIStatusError]] = {
+    "invalid_request_error": BadRequest,
+    "INVALID_ARGUMENT": BadRequest,
+    "authentication_error": AuthenticationFailed,
+    "UNAUTHENTICATED": AuthenticationFailed,
+    "insufficient_balance": InsufficientBalance,
+    "permission_error": PermissionDenied,
+    "PERMISSION_DENIED": PermissionDenied,
+    "not_found_error": NotFound,
+    "NOT_FOUND": NotFound,
+    "rate_limit_error": RateLimited,
+    "RESOURCE_EXHAUSTED": RateLimited,
+    "overloaded_error": Overloaded,
+    "api_error": ServerError,
+    "INTERNAL": ServerError,
+}
 
-def status_error(status: int, headers: Mapping[str, str], body: Any) -> APIStatusError:
-    """Build the exception for an error answer, from the status first and ``error.type`` second."""
-    error = body.get("error") if isinstance(body, dict) else None
-    error_type = error.get("type") if isinstance(error, dict) else None
-    message = error.get("message", "") if isinstance(error, dict) else str(body)[:200]
-    cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else APIStatusError)
+
+def error_fields(body: Any) -> tuple[str | None, str] | None:
+    """``(error_type, message)`` from any of the three envelopes, or None when the body is no error."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        # Generate-content names its error in ``status``; the other families in ``type``.
+        kind = error.get("type") or error.get("status")
+        return (str(kind) if kind else None), str(error.get("message", ""))
+    if isinstance(error, str):
+        return None, error
+    code = body.get("code")
+    if isinstance(code, int) and not isinstance(code, bool) and code >= 400 and "message" in body:
+        return None, str(body["message"])
+    return None
+
+
+def error_from_response(status: int, headers: Mapping[str, str], body: Any) -> APIStatusError:
+    """The exception for an error answer: chosen by status first, by ``error.type`` second."""
+    fields = error_fields(body)
+    error_type, message = fields if fields else (None, _short(body))
+    cls = _BY_STATUS.get(status)
+    if cls is None and error_type is not None:
+        cls = _BY_TYPE.get(error_type)
+    if cls is None:
+        cls = ServerError if status >= 500 or status < 400 else APIStatusError
     return cls(status, error_type, message, headers, body)
+
+
+def stream_error(
+    status: int, headers: Mapping[str, str], error_type: str | None, message: str
+) -> StreamError:
+    """The exception for an error event inside a streamed 200 answer."""
+    body = {"error": {"type": error_type, "message": message}}
+    return StreamError(status, error_type, message, headers, body)
+
+
+def _short(body: Any) -> str:
+    text = body if isinstance(body, str) else repr(body)
+    return text.strip()[:200] or "(empty body)"
+
+
+def _candidate_providers(body: Any) -> list[str]:
+    """Provider names from a 409 body: a list of names or of objects with a ``provider`` key."""
+    places = [body, body.get("error")] if isinstance(body, dict) else []
+    for place in places:
+        if not isinstance(place, dict):
+            continue
+        for key in ("candidate_providers", "providers", "candidates"):
+            value = place.get(key)
+            if isinstance(value, list):
+                names = [_provider_name(entry) for entry in value]
+                return [name for name in names if name]
+    return []
+
+
+def _provider_name(entry: Any) -> str | None:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict):
+        name = entry.get("provider") or entry.get("name")
+        return str(name) if name else None
+    return None

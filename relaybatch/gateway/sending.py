@@ -1,0 +1,179 @@
+"""The send loop every call goes through: limiter, attempt, classify the outcome, retry or raise.
+
+One place decides what a failure means, so the same rules hold for plain JSON answers, streams
+and downloads: ``retry.py`` says what may be retried and how long to wait, ``errors.py`` says which
+exception an answer is, and this module applies them in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from relaybatch.gateway.auth import AuthStyle
+from relaybatch.gateway.errors import (
+    APIStatusError,
+    BrokenResponse,
+    ConnectFailed,
+    GatewayError,
+    OutcomeUnknown,
+    RateLimited,
+    StalledConnection,
+    TransportError,
+    error_fields,
+    error_from_response,
+)
+from relaybatch.gateway.retry import (
+    CallKind,
+    RetryPolicy,
+    may_retry_status,
+    may_retry_unanswered,
+    retry_delay,
+)
+from relaybatch.gateway.transport import never_sent
+from relaybatch.limiting import Limiter, RequestPurpose
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One logical call: where it goes, how it authenticates, and what a repeat would cost."""
+
+    method: str
+    path: str
+    auth: AuthStyle
+    kind: CallKind
+    purpose: RequestPurpose
+    json: Any = None
+    params: Mapping[str, str] | None = None
+    timeout: httpx.Timeout | None = None
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass
+class Sender:
+    """Sends calls with retries; the limiter sees every attempt, the sleep is injectable for tests."""
+
+    http: httpx.AsyncClient
+    headers_for: Callable[[AuthStyle], dict[str, str]]
+    limiter: Limiter
+    policy: RetryPolicy
+    sleep: Sleep = asyncio.sleep
+    random_fraction: Callable[[], float] = random.random
+
+    async def json(self, call: Call) -> Any:
+        """Send and return the parsed JSON body of a success answer."""
+        async with self.open(call) as response:
+            try:
+                raw = await response.aread()
+            except httpx.TransportError as exc:
+                raise self.unanswered(call, _transport_error(call, exc, self.http.timeout)) from None
+        try:
+            # json.loads skips leading whitespace, so the padding chunks long image requests get
+            # before the document need no special case.
+            body = json.loads(raw)
+        except ValueError:
+            broken = BrokenResponse(f"{call.label}: the answer is not complete JSON ({len(raw)} bytes)")
+            raise self.unanswered(call, broken) from None
+        if error_fields(body) is not None and not isinstance(body, list):
+            # An error written after a 200 status (e.g. behind padding) is still an error answer.
+            raise self._final_status_error(call, error_from_response(response.status_code, {}, body))
+        return body
+
+    @asynccontextmanager
+    async def open(self, call: Call) -> AsyncIterator[httpx.Response]:
+        """A success response whose body is not read yet; error answers were raised or retried."""
+        attempt = 0
+        while True:
+            attempt += 1
+            await self.limiter.acquire(call.purpose)
+            try:
+                response = await self.http.send(self._build(call), stream=True)
+            except httpx.TransportError as exc:
+                failure = _transport_error(call, exc, self.http.timeout)
+                safe = isinstance(failure, ConnectFailed)
+                if attempt < self.policy.max_attempts and may_retry_unanswered(
+                    call.kind, never_sent=safe, policy=self.policy
+                ):
+                    await self.sleep(retry_delay(attempt, self.policy, {}, self.random_fraction()))
+                    continue
+                raise self.unanswered(call, failure) from None
+            try:
+                if response.status_code < 400:
+                    self._observe(response, None)
+                    yield response
+                    return
+                error = await self._read_error(call, response)
+            finally:
+                await response.aclose()
+            if attempt < self.policy.max_attempts and may_retry_status(call.kind, error.status):
+                await self.sleep(retry_delay(attempt, self.policy, error.headers, self.random_fraction()))
+                continue
+            raise self._final_status_error(call, error)
+
+    def _build(self, call: Call) -> httpx.Request:
+        headers = {**self.headers_for(call.auth), **call.extra_headers}
+        extensions = {"timeout": call.timeout.as_dict()} if call.timeout is not None else None
+        return self.http.build_request(
+            call.method, call.path, headers=headers, json=call.json, params=call.params, extensions=extensions
+        )
+
+    async def _read_error(self, call: Call, response: httpx.Response) -> APIStatusError:
+        try:
+            raw = await response.aread()
+        except httpx.TransportError:
+            raw = b""
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        error = error_from_response(response.status_code, response.headers, body)
+        self._observe(response, error.rate_limit if isinstance(error, RateLimited) else None)
+        return error
+
+    def _observe(self, response: httpx.Response, rate_limit: Mapping[str, Any] | None) -> None:
+        self.limiter.observe(response.status_code, response.headers, rate_limit)
+
+    def unanswered(self, call: Call, error: GatewayError) -> GatewayError:
+        """No usable answer: for billed work that may have reached the gateway, the outcome is unknown."""
+        if call.kind is CallKind.READ or isinstance(error, ConnectFailed):
+            return error
+        return OutcomeUnknown(call.label, error)
+
+    def unanswered_stream(self, call: Call, exc: httpx.TransportError) -> GatewayError:
+        """A stream cut off mid-way: the call was answered in part, so it counts as unanswered."""
+        return self.unanswered(call, _transport_error(call, exc, self.http.timeout))
+
+    def _final_status_error(self, call: Call, error: APIStatusError) -> GatewayError:
+        """A create the gateway may have processed before failing (5xx, 529) has an unknown outcome."""
+        if call.kind is CallKind.BILLED_CREATE and (error.status >= 500 or error.status < 400):
+            return OutcomeUnknown(call.label, error)
+        return error
+
+
+def _transport_error(call: Call, exc: httpx.TransportError, default: httpx.Timeout) -> TransportError:
+    """Our exception for an httpx failure; messages name the call, never headers or the key."""
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if never_sent(exc):
+        return ConnectFailed(f"{call.label}: could not connect ({detail})")
+    if isinstance(exc, httpx.ReadTimeout):
+        read = (call.timeout or default).read
+        return StalledConnection(
+            f"{call.label}: the gateway sent nothing for {read:g} s (read timeout; "
+            "raise the client's read timeout if the gateway is slower than that)"
+            if read is not None
+            else f"{call.label}: read timed out"
+        )
+    return BrokenResponse(f"{call.label}: connection failed mid-exchange ({detail})")
