@@ -1,0 +1,137 @@
+"""The admin API under /_emulator/ (JSON, no auth, no rate limit, no faults): inspect and steer the emulator.
+
+GET  /_emulator/requests                 request log: total, a count per distinct
+                                         (method, path, body hash), recent entries
+GET  /_emulator/ledger[?account=NAME]    every charge: account, route, model, usd (string),
+                                         usage, body_hash, time
+GET  /_emulator/accounts                 accounts with balance (string) and rate limit
+POST /_emulator/accounts/{name}/balance  {"usd": "5.00"} adds to the balance (negative takes away)
+POST /_emulator/clock/advance            {"seconds": 60} moves the emulator clock forward
+GET  /_emulator/clock                    the emulator's now
+GET  /_emulator/faults, PUT /_emulator/faults   the fault rules ({"seed": 0, "rules": [...]}, config syntax)
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from relaybatch.emulator.clock import rfc3339
+from relaybatch.emulator.config import FaultsConfig
+from relaybatch.emulator.errors import error_response
+from relaybatch.emulator.faults import FaultSyntaxError
+from relaybatch.emulator.state import Account, EmulatorState
+
+
+def _state(request: Request) -> EmulatorState:
+    state: EmulatorState = request.app.state.emulator
+    return state
+
+
+async def _json_object(request: Request) -> dict[str, Any] | Response:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        return error_response(400, None, "body is not valid JSON")
+    if not isinstance(body, dict):
+        return error_response(400, None, "body must be a JSON object")
+    return body
+
+
+async def requests_log(request: Request) -> Response:
+    log = _state(request).requests
+    distinct = [
+        {"method": method, "path": path, "body_hash": body_hash, "count": count}
+        for (method, path, body_hash), count in log.counts.items()
+    ]
+    recent = [
+        {
+            "method": r.method,
+            "path": r.path,
+            "body_hash": r.body_hash,
+            "account": r.account,
+            "time": rfc3339(r.time),
+        }
+        for r in log.recent
+    ]
+    return JSONResponse({"total": _state(request).total_requests, "distinct": distinct, "recent": recent})
+
+
+async def ledger(request: Request) -> Response:
+    account = request.query_params.get("account")
+    charges = [c.as_json() for c in _state(request).ledger if account is None or c.account == account]
+    total = sum((Decimal(c["usd"]) for c in charges), Decimal(0))
+    return JSONResponse({"charges": charges, "total_usd": str(total)})
+
+
+def _account_json(account: Account) -> dict[str, Any]:
+    return {
+        "name": account.name,
+        "balance_usd": str(account.balance),
+        "rate_limit_rpm": account.rate_limit_rpm,
+    }
+
+
+async def accounts(request: Request) -> Response:
+    return JSONResponse({"accounts": [_account_json(a) for a in _state(request).accounts.values()]})
+
+
+async def top_up(request: Request) -> Response:
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
+    try:
+        usd = Decimal(str(body["usd"]))
+    except (KeyError, InvalidOperation):
+        return error_response(400, None, 'body needs \'usd\' as a decimal string, e.g. {"usd": "5.00"}')
+    account = _state(request).top_up(request.path_params["name"], usd)
+    if account is None:
+        return error_response(404, None, f"no account '{request.path_params['name']}'")
+    return JSONResponse(_account_json(account))
+
+
+async def clock_now(request: Request) -> Response:
+    clock = _state(request).clock
+    return JSONResponse({"now": clock.now(), "iso": clock.isoformat()})
+
+
+async def clock_advance(request: Request) -> Response:
+    body = await _json_object(request)
+    if isinstance(body, Response):
+        return body
+    seconds = body.get("seconds")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        return error_response(400, None, "body needs 'seconds' as a non-negative number")
+    _state(request).clock.advance(float(seconds))
+    return await clock_now(request)
+
+
+async def faults(request: Request) -> Response:
+    injector = _state(request).faults
+    if request.method == "PUT":
+        body = await _json_object(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            injector.replace(FaultsConfig.model_validate(body))
+        except (ValidationError, FaultSyntaxError) as error:
+            return error_response(400, None, f"bad fault settings: {error}")
+    return JSONResponse(injector.config.model_dump())
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/_emulator/requests", requests_log, methods=["GET"]),
+        Route("/_emulator/ledger", ledger, methods=["GET"]),
+        Route("/_emulator/accounts", accounts, methods=["GET"]),
+        Route("/_emulator/accounts/{name}/balance", top_up, methods=["POST"]),
+        Route("/_emulator/clock", clock_now, methods=["GET"]),
+        Route("/_emulator/clock/advance", clock_advance, methods=["POST"]),
+        Route("/_emulator/faults", faults, methods=["GET", "PUT"]),
+    ]
