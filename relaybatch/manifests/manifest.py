@@ -69,6 +69,11 @@ class Manifest:
     def run_name(self) -> str:
         return self.settings.name or self.path.stem
 
+    @property
+    def output_dir(self) -> Path | None:
+        """`run.output` resolved against the manifest's folder; None means the runs folder decides."""
+        return None if self.settings.output is None else self.path.parent / self.settings.output
+
     def iter_items(self) -> Iterator[Item]:
         """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first)."""
         for job in self.jobs:
