@@ -7,7 +7,7 @@ from functools import lru_cache
 import httpx
 from starlette.applications import Starlette
 
-from relaybatch.gateway import GatewayClient
+from relaybatch.gateway import ClientTimeouts, GatewayClient, RetryPolicy, RouteSettings, aiohttp_transport
 from relaybatch.limiting import Limiter
 from relaybatch.settings import Settings
 
@@ -23,13 +23,26 @@ def embedded_emulator() -> Starlette:
     return create_app(load_config(Settings().emulator_config))
 
 
-def open_client(settings: Settings, limiter: Limiter | None = None) -> GatewayClient:
-    """A client for the configured gateway; the caller closes it (``async with``)."""
-    api_key = settings.resolved_api_key()
-    if settings.uses_embedded_emulator:
-        transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=embedded_emulator())
-        return GatewayClient(EMBEDDED_BASE_URL, api_key, transport=transport, limiter=limiter)
-    from httpx_aiohttp import AiohttpTransport
+def open_client(
+    settings: Settings,
+    limiter: Limiter | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+    timeouts: ClientTimeouts | None = None,
+    routes: RouteSettings | None = None,
+) -> GatewayClient:
+    """A client for the configured gateway; the caller closes it (``async with``).
 
-    assert settings.base_url is not None
-    return GatewayClient(settings.base_url, api_key, transport=AiohttpTransport(), limiter=limiter)
+    Real sockets go through the aiohttp transport (httpx's own pool slows sharply past a few
+    dozen connections); the embedded emulator is called in-process through ASGI.
+    """
+    api_key = settings.resolved_api_key()
+    transport: httpx.AsyncBaseTransport
+    if settings.uses_embedded_emulator:
+        base_url, transport = EMBEDDED_BASE_URL, httpx.ASGITransport(app=embedded_emulator())
+    else:
+        assert settings.base_url is not None
+        base_url, transport = settings.base_url, aiohttp_transport()
+    return GatewayClient(
+        base_url, api_key, transport=transport, limiter=limiter, retry=retry, timeouts=timeouts, routes=routes
+    )
