@@ -56,6 +56,9 @@ def _quiet_prefect() -> None:
     """Prefect settings for a command-line run, unless the user set them."""
     defaults = {
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        # The ephemeral server logs "Error flushing N events" tracebacks when the process exits
+        # with events in flight; the flow has completed by then, so they are noise for a user.
+        "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
         "PREFECT_LOGGING_TO_API_ENABLED": "false",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
