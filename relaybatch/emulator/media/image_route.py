@@ -1,0 +1,132 @@
+"""POST /v1/images/generations: auth, validation, billing, real image bytes, padding."""
+
+from __future__ import annotations
+
+import base64
+import json
+from decimal import Decimal
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from relaybatch.emulator.auth import authenticate
+from relaybatch.emulator.billing import TokenCounts, generation_cost, token_cost
+from relaybatch.emulator.config import ModelConfig
+from relaybatch.emulator.media.common import (
+    emulator_state,
+    invalid,
+    json_object,
+    media_store,
+    missing_price,
+    resolve_model,
+)
+from relaybatch.emulator.media.image_codec import render_image
+from relaybatch.emulator.media.images import (
+    ImageModelTraits,
+    ImageRequest,
+    image_seed,
+    image_usage,
+    revised_prompt,
+    validate_image_request,
+)
+from relaybatch.emulator.media.padding import padded_json_response
+from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.media.settings import MediaSettings
+from relaybatch.emulator.state import request_body_hash
+
+ROUTE = "/v1/images/generations"
+# Per-request simulated upstream latency (seconds). The x-emulator-fault ``latency=`` directive
+# instead delays the whole request before the route runs, so it never produces padding.
+UPSTREAM_LATENCY_HEADER = "x-emulator-upstream-latency"
+
+
+def image_cost(pricing: dict[str, Any], request: ImageRequest, usage: dict[str, Any]) -> Decimal:
+    """Per image for generation-priced models, else the token prices of the usage."""
+    if pricing.get("kind") == "generation":
+        return generation_cost(pricing, images=request.n)
+    counts = TokenCounts(
+        input=usage["input_tokens_details"]["text_tokens"],
+        input_image=usage["input_tokens_details"]["image_tokens"],
+        output=usage["output_tokens_details"]["text_tokens"],
+        output_image=usage["output_tokens_details"]["image_tokens"],
+    )
+    return token_cost(pricing, counts)
+
+
+def upstream_latency(request: Request, model: ModelConfig, settings: MediaSettings) -> float:
+    header = request.headers.get(UPSTREAM_LATENCY_HEADER)
+    if header is not None:
+        try:
+            value = float(header)
+        except ValueError:
+            raise InvalidMediaRequest(f"{UPSTREAM_LATENCY_HEADER} must be a number of seconds") from None
+        if value < 0:
+            raise InvalidMediaRequest(f"{UPSTREAM_LATENCY_HEADER} must not be negative")
+        return value
+    return float(model.options.get("upstream_seconds", settings.images.upstream_seconds))
+
+
+def _image_body(
+    request: ImageRequest, traits: ImageModelTraits, usage: dict[str, Any], created: int, max_edge: int
+) -> bytes:
+    data = []
+    for index in range(request.n):
+        picture = render_image(
+            request.width,
+            request.height,
+            seed=image_seed(request, index),
+            output_format=request.output_format,
+            transparent=request.background == "transparent",
+            compression=request.output_compression,
+            max_edge=max_edge,
+        )
+        entry: dict[str, Any] = {"b64_json": base64.b64encode(picture).decode("ascii")}
+        if traits.revised_prompt:
+            entry["revised_prompt"] = revised_prompt(request)
+        data.append(entry)
+    document = {
+        "created": created,
+        "data": data,
+        "size": request.size,
+        "quality": request.quality,
+        "output_format": request.output_format,
+        "background": request.background,
+        "usage": usage,
+    }
+    return json.dumps(document).encode()
+
+
+async def images_generations(request: Request) -> Response:
+    account = authenticate(request, "bearer")
+    if isinstance(account, Response):
+        return account
+    state = emulator_state(request)
+    settings = media_store(request).settings
+    try:
+        body = await json_object(request)
+        model = resolve_model(state, account, body.get("model"), ("image",), ROUTE)
+        traits = ImageModelTraits.from_options(model.options)
+        image_request = validate_image_request(
+            body, model=model.id, traits=traits, max_edge=settings.images.max_custom_edge
+        )
+        latency = upstream_latency(request, model, settings)
+    except InvalidMediaRequest as problem:
+        return invalid(problem)
+    pricing = state.price_for(model.id)
+    if pricing is None:
+        return missing_price(model.id)
+    usage = image_usage(image_request, traits)
+    cost = image_cost(pricing, image_request, usage)
+    refused = state.charge(account, ROUTE, model.id, cost, usage, request_body_hash(request))
+    if refused is not None:
+        return refused
+    created = int(state.clock.now())
+
+    async def produce() -> bytes:
+        return await run_in_threadpool(
+            _image_body, image_request, traits, usage, created, settings.images.render_max_edge
+        )
+
+    return await padded_json_response(produce, latency, settings.padding)

@@ -1,0 +1,71 @@
+"""The web-search routes: GET /v1/websearch/{search,simple-search,search-news,reader}.
+
+They answer in their own flat envelope ``{code, message}``: 400 for a missing ``q``/``url``, 401 for
+a missing or invalid key, 403 for a revoked key or a balance that cannot pay the request. A
+successful request costs the search model's per-request price (``generation.request.per_request``,
+an emulator extension of the pricing object; 0.05 USD by default); failures are free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from relaybatch.emulator.auth import authenticate
+from relaybatch.emulator.errors import ErrorShape, flat_error
+from relaybatch.emulator.media.common import emulator_state, media_store, models_of_kind
+from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.media.websearch import (
+    ROUTES,
+    parse_reader_query,
+    parse_search_query,
+    reader_response,
+    search_response,
+)
+from relaybatch.emulator.state import EmulatorState, request_body_hash
+
+PREFIX = "/v1/websearch/"
+LEDGER_MODEL = "websearch"
+
+
+def search_price(state: EmulatorState, fallback: Decimal) -> tuple[str, Decimal]:
+    """(model id for the ledger, USD per successful request) from the catalog's search model."""
+    for model in models_of_kind(state, ("search",)):
+        pricing = state.price_for(model.id) or {}
+        per_request = ((pricing.get("generation") or {}).get("request") or {}).get("per_request")
+        if per_request is not None:
+            return model.id, Decimal(str(per_request))
+    return LEDGER_MODEL, fallback
+
+
+def _handler(route: str) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        account = authenticate(request, "bearer", shape=ErrorShape.FLAT)
+        if isinstance(account, Response):
+            return account
+        state = emulator_state(request)
+        model, price = search_price(state, media_store(request).settings.search.fallback_usd_per_request)
+        params = dict(request.query_params)
+        try:
+            if route == "reader":
+                document = reader_response(parse_reader_query(params))
+            else:
+                query, count = parse_search_query(params)
+                document = search_response(route, query, count)
+        except InvalidMediaRequest as problem:
+            return flat_error(400, problem.message)
+        if not state.can_afford(account, price):
+            return flat_error(403, f"insufficient balance: a search costs {price} USD")
+        state.charge(account, PREFIX + route, model, price, {"requests": 1}, request_body_hash(request))
+        return JSONResponse(document)
+
+    handle.__name__ = f"websearch_{route.replace('-', '_')}"
+    return handle
+
+
+def routes() -> list[Route]:
+    return [Route(PREFIX + route, _handler(route), methods=["GET"]) for route in ROUTES]

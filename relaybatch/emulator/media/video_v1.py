@@ -1,0 +1,242 @@
+"""Legacy V1 video: POST /v1/videos/generations, GET /v1/tasks/{task_id} and the file it points to.
+
+The interface shows nothing of the V1 body beyond ``model`` and ``prompt``; the emulator's V1 schema
+(an assumption, documented) is: ``seconds`` (integer 1-20, default 5), ``aspect_ratio`` (16:9, 9:16,
+1:1), ``resolution`` (480p, 720p, 1080p), and optional ``image_url``, ``negative_prompt``, ``seed``.
+V2 fields (``size``, ``input_reference``, string ``seconds``) are refused: the schemas do not mix.
+
+Task states follow the emulator clock: pending (v1_pending_seconds) -> processing
+(v1_processing_seconds) -> completed with ``data`` | failed with ``error`` (prompt trigger
+``emulator:fail``) | cancelled (prompt trigger ``emulator:cancel``; the interface shows no cancel
+route). Charged at creation: seconds x the model's per-second price.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from relaybatch.emulator.auth import authenticate
+from relaybatch.emulator.billing import generation_cost
+from relaybatch.emulator.clock import rfc3339
+from relaybatch.emulator.errors import error_response
+from relaybatch.emulator.media.common import (
+    CANCEL_TRIGGER,
+    FAIL_TRIGGER,
+    emulator_state,
+    has_trigger,
+    invalid,
+    json_object,
+    media_store,
+    missing_price,
+    new_id,
+    resolve_model,
+)
+from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.media.video_files import build_mp4
+from relaybatch.emulator.state import EmulatorState, request_body_hash
+
+ROUTE = "/v1/videos/generations"
+V1_FIELDS = frozenset(
+    {"model", "prompt", "seconds", "aspect_ratio", "resolution", "image_url", "negative_prompt", "seed"}
+)
+V2_ONLY_FIELDS = ("size", "input_reference")
+SECONDS_RANGE = (1, 20)
+DEFAULT_SECONDS = 5
+ASPECT_RATIOS = ("16:9", "9:16", "1:1")
+RESOLUTIONS = {"480p": 480, "720p": 720, "1080p": 1080}
+
+
+@dataclass(frozen=True)
+class V1Request:
+    prompt: str
+    seconds: int
+    aspect_ratio: str
+    resolution: str
+
+    def dimensions(self) -> tuple[int, int]:
+        short = RESOLUTIONS[self.resolution]
+        long = short * 16 // 9
+        return {"16:9": (long, short), "9:16": (short, long), "1:1": (short, short)}[self.aspect_ratio]
+
+
+@dataclass
+class VideoTask:
+    id: str
+    account: str
+    model: str
+    request: V1Request
+    created_at: float
+    pending_seconds: float
+    processing_seconds: float
+    # The file URL is a capability, like a provider's presigned link: no auth header needed.
+    file_token: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    @property
+    def ends(self) -> str:
+        if has_trigger(self.request.prompt, FAIL_TRIGGER):
+            return "failed"
+        if has_trigger(self.request.prompt, CANCEL_TRIGGER):
+            return "cancelled"
+        return "completed"
+
+    def status(self, now: float) -> str:
+        elapsed = now - self.created_at
+        if elapsed < self.pending_seconds:
+            return "pending"
+        if elapsed < self.pending_seconds + self.processing_seconds:
+            return "processing"
+        return self.ends
+
+    def as_json(self, now: float, base_url: str) -> dict[str, Any]:
+        status = self.status(now)
+        resource: dict[str, Any] = {
+            "id": self.id,
+            "status": status,
+            "type": "video_generation",
+            "model": self.model,
+            "created_at": rfc3339(self.created_at),
+        }
+        if status == "completed":
+            width, height = self.request.dimensions()
+            resource["data"] = {
+                "video_url": f"{base_url}/v1/videos/generations/{self.id}/content?token={self.file_token}",
+                "mime_type": "video/mp4",
+                "seconds": self.request.seconds,
+                "width": width,
+                "height": height,
+            }
+        elif status == "failed":
+            resource["error"] = "the upstream provider could not render this video"
+        return resource
+
+
+def _choice(body: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = body.get(name, default)
+    if value not in allowed:
+        raise InvalidMediaRequest(f"'{name}' must be one of {', '.join(allowed)}; got {value!r}", param=name)
+    return str(value)
+
+
+def _check_url(body: dict[str, Any]) -> None:
+    url = body.get("image_url")
+    if url is None:
+        return
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or not ((parts.scheme in ("http", "https") and parts.netloc) or parts.scheme == "data"):
+        raise InvalidMediaRequest("'image_url' must be an http(s) URL or a data URL", param="image_url")
+
+
+def validate_v1_body(body: dict[str, Any]) -> V1Request:
+    for name in V2_ONLY_FIELDS:
+        if name in body:
+            raise InvalidMediaRequest(
+                f"field '{name}' belongs to the V2 video schema (/v2/videos); "
+                "legacy V1 bodies do not take it",
+                param=name,
+            )
+    unknown = sorted(set(body) - V1_FIELDS)
+    if unknown:
+        raise InvalidMediaRequest(f"unknown field '{unknown[0]}' for legacy V1 video", param=unknown[0])
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InvalidMediaRequest("'prompt' is required and must be a non-empty string", param="prompt")
+    seconds = body.get("seconds", DEFAULT_SECONDS)
+    low, high = SECONDS_RANGE
+    if isinstance(seconds, str):
+        raise InvalidMediaRequest(
+            "'seconds' is an integer in legacy V1 (string seconds are the V2 form)", param="seconds"
+        )
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not low <= seconds <= high:
+        raise InvalidMediaRequest(f"'seconds' must be an integer from {low} to {high}", param="seconds")
+    for name in ("negative_prompt",):
+        if body.get(name) is not None and not isinstance(body[name], str):
+            raise InvalidMediaRequest(f"'{name}' must be a string", param=name)
+    if body.get("seed") is not None and (isinstance(body["seed"], bool) or not isinstance(body["seed"], int)):
+        raise InvalidMediaRequest("'seed' must be an integer", param="seed")
+    _check_url(body)
+    return V1Request(
+        prompt=prompt,
+        seconds=seconds,
+        aspect_ratio=_choice(body, "aspect_ratio", ASPECT_RATIOS, "16:9"),
+        resolution=_choice(body, "resolution", tuple(RESOLUTIONS), "720p"),
+    )
+
+
+def _refuse_v2_model(state: EmulatorState, model_id: Any) -> None:
+    model = state.model(model_id) if isinstance(model_id, str) else None
+    if model is not None and model.kind == "video":
+        raise InvalidMediaRequest(
+            f"model '{model_id}' is a V2 video model: use POST /v2/videos with the V2 body", param="model"
+        )
+
+
+def _base_url(request: Request) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+async def create_task(request: Request) -> Response:
+    account = authenticate(request, "bearer")
+    if isinstance(account, Response):
+        return account
+    state = emulator_state(request)
+    store = media_store(request)
+    try:
+        body = await json_object(request)
+        _refuse_v2_model(state, body.get("model"))
+        model = resolve_model(state, account, body.get("model"), ("video_v1",), ROUTE)
+        v1_request = validate_v1_body(body)
+    except InvalidMediaRequest as problem:
+        return invalid(problem)
+    pricing = state.price_for(model.id)
+    if pricing is None:
+        return missing_price(model.id)
+    cost: Decimal = generation_cost(pricing, video_seconds=v1_request.seconds)
+    usage = {"seconds": v1_request.seconds}
+    refused = state.charge(account, ROUTE, model.id, cost, usage, request_body_hash(request))
+    if refused is not None:
+        return refused
+    settings = store.settings.video
+    task = VideoTask(
+        id=new_id("gen-"),
+        account=account.name,
+        model=model.id,
+        request=v1_request,
+        created_at=state.clock.now(),
+        pending_seconds=settings.v1_pending_seconds,
+        processing_seconds=settings.v1_processing_seconds,
+    )
+    store.tasks[task.id] = task
+    return JSONResponse(task.as_json(state.clock.now(), _base_url(request)))
+
+
+async def get_task(request: Request) -> Response:
+    account = authenticate(request, "bearer")
+    if isinstance(account, Response):
+        return account
+    task_id = request.path_params["task_id"]
+    task = media_store(request).tasks.get(task_id)
+    if task is None or task.account != account.name:
+        return error_response(404, None, f"no task '{task_id}'")
+    return JSONResponse(task.as_json(emulator_state(request).clock.now(), _base_url(request)))
+
+
+async def task_file(request: Request) -> Response:
+    """The finished video behind ``data.video_url``: the token in the URL is the credential."""
+    task_id = request.path_params["task_id"]
+    task = media_store(request).tasks.get(task_id)
+    token = request.query_params.get("token", "")
+    if task is None or not secrets.compare_digest(token, task.file_token):
+        return error_response(404, None, f"no video file for task '{task_id}'")
+    if task.status(emulator_state(request).clock.now()) != "completed":
+        return error_response(404, None, f"task '{task_id}' has no finished video")
+    width, height = task.request.dimensions()
+    seed = hashlib.sha256(f"{task.model}\n{task.request.prompt}".encode()).digest()
+    return Response(build_mp4(width, height, task.request.seconds, seed), media_type="video/mp4")
