@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,14 +66,17 @@ class GatewayClient:
         retry: RetryPolicy | None = None,
         timeouts: ClientTimeouts | None = None,
         routes: RouteSettings | None = None,
+        headers: Mapping[str, str] | None = None,
         sleep: Sleep = asyncio.sleep,
-        random_fraction: Any = random.random,
+        random_fraction: Callable[[], float] = random.random,
     ) -> None:
+        """``headers`` go on every request (never put the key here: it is added per family);
+        ``sleep`` and ``random_fraction`` are injectable so tests run retries without waiting."""
         self._api_key = api_key
         self._timeouts = timeouts or ClientTimeouts()
         self._routes = routes or RouteSettings()
         self._http = httpx.AsyncClient(
-            base_url=base_url, transport=transport, timeout=self._timeouts.default()
+            base_url=base_url, transport=transport, timeout=self._timeouts.default(), headers=headers
         )
         self._sender = Sender(
             http=self._http,

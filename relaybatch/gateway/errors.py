@@ -32,6 +32,7 @@ No message built here contains request headers, so the API key can never reach o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -213,8 +214,12 @@ def _short(body: Any) -> str:
     return text.strip()[:200] or "(empty body)"
 
 
+# "... providers with different prices (alpha, beta) ..." as the emulator and gateway word it.
+_PROVIDERS_IN_MESSAGE = re.compile(r"providers?\b[^()]*\(([^()]+)\)")
+
+
 def _candidate_providers(body: Any) -> list[str]:
-    """Provider names from a 409 body: a list of names or of objects with a ``provider`` key."""
+    """Provider names from a 409 body: a structured list when there is one, else the message's list."""
     places = [body, body.get("error")] if isinstance(body, dict) else []
     for place in places:
         if not isinstance(place, dict):
@@ -224,7 +229,9 @@ def _candidate_providers(body: Any) -> list[str]:
             if isinstance(value, list):
                 names = [_provider_name(entry) for entry in value]
                 return [name for name in names if name]
-    return []
+    fields = error_fields(body)
+    found = _PROVIDERS_IN_MESSAGE.search(fields[1]) if fields else None
+    return [name.strip() for name in found.group(1).split(",") if name.strip()] if found else []
 
 
 def _provider_name(entry: Any) -> str | None:
