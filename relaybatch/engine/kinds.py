@@ -1,24 +1,259 @@
-"""Per-kind calls: how an item's request becomes a gateway call and a result to store."""
+"""Per-kind calls: how an item's request becomes gateway calls, and the answer a result row.
+
+Each kind has a ``submit`` that sends the billed create and returns either ``Finished`` (sync
+kinds: the answer is the result) or ``Submitted`` (async kinds: a remote id to poll). Async kinds
+also have ``poll`` (one status check, no charge) and optionally ``cancel``. Results are plain
+dicts with the same keys for every kind (see ``empty_result``), so outputs.py can write typed
+columns without knowing the families.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
+from relaybatch.engine.media import MediaFiles
+from relaybatch.engine.normalize import (
+    as_dict,
+    chat_result,
+    generate_content_result,
+    image_result,
+    judgment_result,
+    messages_result,
+    responses_result,
+    web_search_result,
+)
 from relaybatch.gateway import GatewayClient
 
-CallKind = Callable[[GatewayClient, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+class KindNotAvailable(Exception):
+    """The gateway client in use has no method for this kind (yet): the item fails with this reason."""
 
 
-async def call_chat(client: GatewayClient, request: dict[str, Any]) -> dict[str, Any]:
-    completion = await client.chat_completions(request)
-    choice = completion.choices[0]
-    return {
-        "output_text": choice.message.content,
-        "finish_reason": choice.finish_reason,
-        "usage": completion.usage.model_dump() if completion.usage else None,
-        "model": completion.model,
+@dataclass(frozen=True)
+class Finished:
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    remote_id: str
+    result: dict[str, Any]
+
+
+PollStatus = Literal["running", "done", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class PollAnswer:
+    status: PollStatus
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+Submit = Callable[[GatewayClient, dict[str, Any], MediaFiles], Awaitable[Finished | Submitted]]
+Poll = Callable[[GatewayClient, str, MediaFiles], Awaitable[PollAnswer]]
+Cancel = Callable[[GatewayClient, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class KindCalls:
+    submit: Submit
+    poll: Poll | None = None
+    cancel: Cancel | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return self.poll is not None
+
+
+def _method(client: GatewayClient, name: str) -> Callable[..., Awaitable[Any]]:
+    method = getattr(client, name, None)
+    if method is None:
+        raise KindNotAvailable(f"this gateway client has no {name}(); update relaybatch")
+    return method
+
+
+async def _streamable(method: Callable[..., Awaitable[Any]], *args: Any, stream: bool) -> Any:
+    """Pass ``stream`` only when asked: the answer is the same aggregated model either way."""
+    return await (method(*args, stream=True) if stream else method(*args))
+
+
+def _split_stream(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    body = dict(request)
+    return body, bool(body.pop("stream", False))
+
+
+async def submit_chat(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    body, stream = _split_stream(request)
+    answer = await _streamable(_method(client, "chat_completions"), body, stream=stream)
+    return Finished(chat_result(as_dict(answer)))
+
+
+async def submit_responses(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    body, stream = _split_stream(request)
+    answer = await _streamable(_method(client, "responses"), body, stream=stream)
+    return Finished(responses_result(as_dict(answer)))
+
+
+async def submit_messages(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    body, stream = _split_stream(request)
+    answer = await _streamable(_method(client, "messages"), body, stream=stream)
+    return Finished(messages_result(as_dict(answer)))
+
+
+async def submit_generate_content(
+    client: GatewayClient, request: dict[str, Any], media: MediaFiles
+) -> Finished:
+    body, stream = _split_stream(request)
+    model = body.pop("model")
+    answer = await _streamable(_method(client, "generate_content"), model, body, stream=stream)
+    return Finished(generate_content_result(as_dict(answer), media))
+
+
+async def submit_image(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    answer = await _method(client, "images_generate")(dict(request))
+    return Finished(image_result(as_dict(answer), media, request.get("output_format") or "png"))
+
+
+async def submit_judgment(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    answer = await _method(client, "typed_judgment")(dict(request))
+    return Finished(judgment_result(as_dict(answer)))
+
+
+async def submit_web_search(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
+    params = dict(request)
+    route = params.pop("route", "search")
+    answer = await _method(client, "web_search")(route, params)
+    return Finished(web_search_result(as_dict(answer)))
+
+
+# -- V2 video ---------------------------------------------------------------------------------
+
+_VIDEO_RUNNING = {"queued", "in_progress", "processing", "pending"}
+
+
+def _video_summary(video: dict[str, Any]) -> dict[str, Any]:
+    keep = ("id", "status", "model", "seconds", "size", "quote_usd", "progress", "expires_at", "error")
+    return {name: video.get(name) for name in keep if video.get(name) is not None}
+
+
+async def submit_video(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Submitted:
+    video = as_dict(await _method(client, "video_create")(dict(request)))
+    return Submitted(str(video["id"]), {"remote": _video_summary(video)})
+
+
+async def poll_video(client: GatewayClient, video_id: str, media: MediaFiles) -> PollAnswer:
+    video = as_dict(await _method(client, "video_get")(video_id))
+    status = str(video.get("status", ""))
+    if status in _VIDEO_RUNNING:
+        return PollAnswer("running")
+    summary = {"remote": _video_summary(video)}
+    if status == "completed":
+        path = media.path_for(0, "mp4")
+        await _method(client, "video_download")(video_id, path)
+        return PollAnswer("done", {**summary, "media_paths": [media.relative(path)]})
+    if status == "cancelled":
+        return PollAnswer("cancelled", summary, "the video was cancelled")
+    error = video.get("error") or {}
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    return PollAnswer("failed", summary, f"video {status or 'failed'}: {message or 'no reason given'}")
+
+
+async def cancel_video(client: GatewayClient, video_id: str) -> None:
+    await _method(client, "video_delete")(video_id)
+
+
+# -- legacy V1 media tasks --------------------------------------------------------------------
+
+_TASK_RUNNING = {"pending", "processing", "queued", "in_progress"}
+
+
+def _task_id(answer: dict[str, Any]) -> str:
+    data: dict[str, Any] = answer["data"] if isinstance(answer.get("data"), dict) else {}
+    for candidate in (answer.get("task_id"), answer.get("id"), data.get("task_id"), data.get("id")):
+        if candidate:
+            return str(candidate)
+    raise ValueError("the V1 create answer carries no task id")
+
+
+async def submit_video_v1(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Submitted:
+    answer = as_dict(await _method(client, "video_v1_create")(dict(request)))
+    return Submitted(_task_id(answer), {"remote": answer})
+
+
+def _decode_task_media(data: dict[str, Any], media: MediaFiles) -> tuple[list[str], list[str]]:
+    """Files for base64 payloads; URLs are kept as given (V1 data is opaque, LOW confidence)."""
+    paths: list[str] = []
+    urls: list[str] = []
+    for key in ("url", "video_url", "image_url"):
+        if isinstance(data.get(key), str):
+            urls.append(data[key])
+    urls.extend(url for url in data.get("urls") or [] if isinstance(url, str))
+    blobs = [data["b64_json"]] if isinstance(data.get("b64_json"), str) else []
+    for image in data.get("images") or []:
+        if isinstance(image, dict) and isinstance(image.get("b64_json"), str):
+            blobs.append(image["b64_json"])
+        elif isinstance(image, dict) and isinstance(image.get("url"), str):
+            urls.append(image["url"])
+    for index, blob in enumerate(blobs):
+        try:
+            content = base64.b64decode(blob, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        paths.append(media.write(index, guess_extension(content, "bin"), content))
+    return paths, urls
+
+
+async def poll_task(client: GatewayClient, task_id: str, media: MediaFiles) -> PollAnswer:
+    task = as_dict(await _method(client, "task_get")(task_id))
+    status = str(task.get("status", ""))
+    if status in _TASK_RUNNING:
+        return PollAnswer("running")
+    if status == "completed":
+        data: dict[str, Any] = task["data"] if isinstance(task.get("data"), dict) else {}
+        paths, urls = _decode_task_media(data, media)
+        return PollAnswer("done", {"remote": task, "media_paths": paths, "media_urls": urls})
+    if status == "cancelled":
+        return PollAnswer("cancelled", {"remote": task}, "the task was cancelled")
+    return PollAnswer(
+        "failed", {"remote": task}, f"task {status or 'failed'}: {task.get('error') or 'no reason'}"
+    )
+
+
+def guess_extension(content: bytes, default: str) -> str:
+    """The file type from its first bytes; the name never comes from user input."""
+    signatures = {
+        b"\x89PNG": "png",
+        b"\xff\xd8\xff": "jpeg",
+        b"RIFF": "webp",
+        b"GIF8": "gif",
     }
+    for signature, extension in signatures.items():
+        if content.startswith(signature):
+            return extension
+    if content[4:8] == b"ftyp":
+        return "mp4"
+    return default
 
 
-CALLS: dict[str, CallKind] = {"chat": call_chat}
+CALLS: dict[str, KindCalls] = {
+    "chat": KindCalls(submit_chat),
+    "responses": KindCalls(submit_responses),
+    "messages": KindCalls(submit_messages),
+    "generate_content": KindCalls(submit_generate_content),
+    "image": KindCalls(submit_image),
+    "judgment": KindCalls(submit_judgment),
+    "web_search": KindCalls(submit_web_search),
+    "video": KindCalls(submit_video, poll_video, cancel_video),
+    "video_v1": KindCalls(submit_video_v1, poll_task),
+}
+
+
+def media_root(checkpoint: Path) -> Path:
+    """Media files live in the run folder, beside the checkpoint."""
+    return checkpoint.parent / "media"

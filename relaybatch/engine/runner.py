@@ -1,49 +1,407 @@
-"""Drive every item of a run to a terminal state, checkpointing each step."""
+"""Drive every item of a run to a terminal state, checkpointing each step.
+
+One execution = a feeder paging pending items out of SQLite, a fixed pool of workers sending
+billed creates (bounded concurrency: throughput = min(limit, in flight / latency)), and a poller
+for async kinds (poller.py). Every request goes through the client's limiter. Every state change
+is committed before the engine acts on it (writer.py), so a crash anywhere leaves a store a later
+execution resumes from: items left in ``sending`` follow the uncertain policy, submitted work is
+polled and never created again, retryable failures are retried.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
 
-from relaybatch.engine.kinds import CALLS
-from relaybatch.engine.store import DONE, FAILED, PENDING, SENDING, UNCERTAIN, CheckpointStore
+from relaybatch.engine.kinds import CALLS, Finished, KindNotAvailable, Submitted
+from relaybatch.engine.media import MediaFiles
+from relaybatch.engine.outcomes import (
+    STOP_BILLING_MESSAGE,
+    STOP_RUN_MESSAGE,
+    Verdict,
+    retry_delay,
+    verdict_for,
+)
+from relaybatch.engine.poller import Poller, PollSettings
+from relaybatch.engine.progress import ProgressReporter, Snapshot
+from relaybatch.engine.spend import BilledCall, SpendGuard
+from relaybatch.engine.states import (
+    DONE,
+    FAILED,
+    PENDING,
+    POLLING,
+    SENDING,
+    SUBMITTED,
+    UNCERTAIN,
+)
+from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_text
+from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import GatewayClient, GatewayError
+
+UncertainPolicy = Literal["report", "resend"]
+Hook = Callable[[str, str], None]
+"""Called as hook(point, item_key) at each step; points: sending_committed, answered,
+result_committed, poll_sending, poll_answered, poll_committed. Tests raise from it to crash."""
+
+INTERRUPTED_MESSAGE = "interrupted between send and answer: it may have been billed, so it was not resent"
+USER_STOP_MESSAGE = "stopped on request: submitted work was checkpointed; run the manifest again to resume"
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How an execution behaves; every field has a default that suits a batch run."""
+
+    concurrency: int = 64
+    max_attempts: int = 5
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    uncertain_policy: UncertainPolicy = "report"
+    cancel_remote_on_stop: bool = False
+    poll: PollSettings = field(default_factory=PollSettings)
+    page_size: int = 1000
 
 
 @dataclass(frozen=True)
 class RunSummary:
     sent: int
     counts: dict[str, int]
+    stopped: str | None = None
+    spent_usd: Decimal | None = None
+
+    @property
+    def uncertain(self) -> int:
+        return self.counts.get(UNCERTAIN, 0)
 
 
-def mark_interrupted_sends_uncertain(store: CheckpointStore) -> int:
-    """Items left in `sending` by a crash may have been billed: never resend them blindly."""
+def mark_interrupted_sends(store: CheckpointStore, policy: UncertainPolicy = "report") -> int:
+    """Items left in ``sending`` by a crash may have been billed: report them, or resend by policy."""
     keys = store.keys_in_state(SENDING)
-    for key in keys:
-        store.transition(key, UNCERTAIN, last_error="interrupted between send and answer")
+    if policy == "resend":
+        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
+    else:
+        store.apply(
+            [Change(key, UNCERTAIN, {"last_error": INTERRUPTED_MESSAGE}, INTERRUPTED_MESSAGE) for key in keys]
+        )
     return len(keys)
 
 
-async def _run_item(store: CheckpointStore, client: GatewayClient, key: str) -> None:
-    item = store.item(key)
-    store.transition(key, SENDING, attempts=item["attempts"] + 1)
+def _prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
+    mark_interrupted_sends(store, policy)
+    if policy == "resend":
+        keys = store.keys_in_state(UNCERTAIN)
+        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
+    # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
+    retry = [
+        row[0]
+        for row in store.db.execute("select key from items where state = ? and retryable = 1", [FAILED])
+    ]
+    store.apply(
+        [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
+    )
+
+
+class Execution:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        client: GatewayClient,
+        settings: EngineSettings,
+        *,
+        limiter: Any = None,
+        spend: SpendGuard | None = None,
+        stop: asyncio.Event | None = None,
+        hook: Hook | None = None,
+        progress: ProgressReporter | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.settings = settings
+        self.spend = spend
+        self.stop = stop or asyncio.Event()
+        self.hook = hook or (lambda point, key: None)
+        self.progress = progress
+        self.writer = GroupCommit(store)
+        self.run_dir = store.path.parent
+        self.rng = random.Random()
+        self.queue: asyncio.Queue[Row | None] = asyncio.Queue(maxsize=settings.concurrency * 2)
+        self.queued: set[str] = set()
+        self.sent = 0
+        self.in_flight = 0
+        self.billing_stopped: str | None = None
+        self.run_stopped: str | None = None
+        self.spent = Decimal(0)
+        self.priced = False
+        self.finished: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.poller = Poller(self, settings.poll, limiter)
+
+    # -- orchestration ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        reporter = asyncio.create_task(self._report()) if self.progress else None
+        try:
+            async with asyncio.TaskGroup() as group:
+                poll_task = group.create_task(self.poller.run())
+                async with asyncio.TaskGroup() as submitters:
+                    submitters.create_task(self._feed())
+                    for _ in range(self.settings.concurrency):
+                        submitters.create_task(self._work())
+                self.poller.submissions_over()
+                await poll_task
+        finally:
+            if reporter:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
+        self.writer.flush()
+        if self.stop.is_set() and self.settings.cancel_remote_on_stop and not self.run_stopped:
+            await self.poller.cancel_remote()
+            self.writer.flush()
+        if self.progress:
+            self.progress.finish(self.snapshot())
+
+    @property
+    def submitting(self) -> bool:
+        return not (self.stop.is_set() or self.billing_stopped or self.run_stopped)
+
+    @property
+    def stop_reason(self) -> str | None:
+        if self.run_stopped:
+            return self.run_stopped
+        if self.billing_stopped:
+            return self.billing_stopped
+        return USER_STOP_MESSAGE if self.stop.is_set() else None
+
+    async def _feed(self) -> None:
+        while self.submitting:
+            if await self._feed_one_pass():
+                continue
+            if self.in_flight == 0 and self.queue.empty() and not self._pending_left():
+                break
+            await self._wait_for_retries()
+        # Not in a finally: after a crash the workers are cancelled and nobody would drain these.
+        for _ in range(self.settings.concurrency):
+            await self.queue.put(None)
+
+    async def _feed_one_pass(self) -> bool:
+        """Queue every pending item that is ready now; True if any was queued."""
+        cursor, queued_any = 0, False
+        while self.submitting:
+            page = self.store.work_page(PENDING, cursor, self.settings.page_size, ready_at=epoch())
+            if not page:
+                return queued_any
+            cursor = page[-1].rowid
+            for row in page:
+                if row.key in self.queued:
+                    continue
+                self.queued.add(row.key)
+                queued_any = True
+                await self.queue.put(row)
+        return queued_any
+
+    def _pending_left(self) -> bool:
+        return (
+            self.store.db.execute("select 1 from items where state = ? limit 1", [PENDING]).fetchone()
+            is not None
+        )
+
+    async def _wait_for_retries(self) -> None:
+        earliest = self.store.earliest_not_before()
+        delay = 0.05 if earliest is None else min(max(0.0, earliest - epoch()), 1.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), timeout=max(delay, 0.005))
+
+    async def _work(self) -> None:
+        while (row := await self.queue.get()) is not None:
+            try:
+                if self.submitting:
+                    self.in_flight += 1
+                    try:
+                        await self._submit(row)
+                    finally:
+                        self.in_flight -= 1
+            finally:
+                self.queued.discard(row.key)
+
+    # -- one billed submission ---------------------------------------------------------------
+
+    async def _submit(self, row: Row) -> None:
+        calls = CALLS.get(row.kind)
+        attempt = row.attempts + 1
+        call = BilledCall(row.key, row.item_id, row.job, row.kind, row.request, attempt)
+        if calls is None:
+            await self.writer.write(Change(row.key, FAILED, {"last_error": f"unknown kind '{row.kind}'"}))
+            return
+        if self.spend is not None and not self.spend.reserve(call):
+            self.billing_stopped = self.billing_stopped or self.spend.stop_message()
+            return
+        await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
+        self.hook("sending_committed", row.key)
+        self.sent += 1
+        started = time.monotonic()
+        try:
+            outcome = await calls.submit(self.client, row.request, MediaFiles(self.run_dir, row.key))
+        except GatewayError as error:
+            self.hook("answered", row.key)
+            await self._record_error(row, call, attempt, error)
+            return
+        except KindNotAvailable as error:
+            self._release(call)
+            await self.writer.write(
+                Change(row.key, FAILED, {"last_error": str(error), "attempts": row.attempts})
+            )
+            return
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            # The gateway answered (and billed) but the answer could not be read or saved.
+            cost = self._settle(call, None)
+            reason = f"answer could not be used: {type(error).__name__}: {error}"
+            await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
+            return
+        self.hook("answered", row.key)
+        latency_ms = (time.monotonic() - started) * 1000.0
+        cost = self._settle(call, outcome.result)
+        if isinstance(outcome, Finished):
+            fields = {
+                "result": outcome.result,
+                "latency_ms": latency_ms,
+                "finished_at": now_text(),
+                "cost_usd": cost,
+            }
+            await self.writer.write(Change(row.key, DONE, fields))
+            self._count(row.kind, DONE)
+        else:
+            assert isinstance(outcome, Submitted)
+            fields = {
+                "remote_id": outcome.remote_id,
+                "result": outcome.result,
+                "latency_ms": latency_ms,
+                "submitted_at": now_text(),
+                "cost_usd": cost,
+            }
+            await self.writer.write(Change(row.key, SUBMITTED, fields))
+            self.poller.add(row.key, row.kind, outcome.remote_id, SUBMITTED)
+        self.hook("result_committed", row.key)
+
+    async def _record_error(self, row: Row, call: BilledCall, attempt: int, error: GatewayError) -> None:
+        verdict = verdict_for(error)
+        reason = str(error)
+        if verdict is Verdict.UNCERTAIN:
+            cost = self._settle(call, None)
+            await self.writer.write(
+                Change(row.key, UNCERTAIN, {"last_error": reason, "cost_usd": cost}, reason)
+            )
+            self._count(row.kind, UNCERTAIN)
+            return
+        self._release(call)
+        if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
+            # Not processed, not billed: back to pending, the attempt does not count.
+            if verdict is Verdict.STOP_BILLING:
+                self.billing_stopped = self.billing_stopped or STOP_BILLING_MESSAGE
+            else:
+                self.run_stopped = self.run_stopped or STOP_RUN_MESSAGE
+                self.stop.set()
+            await self.writer.write(
+                Change(row.key, PENDING, {"attempts": row.attempts, "last_error": reason}, reason)
+            )
+            return
+        if verdict is Verdict.RETRY and attempt < self.settings.max_attempts:
+            delay = retry_delay(
+                attempt,
+                error,
+                base=self.settings.retry_base_seconds,
+                cap=self.settings.retry_max_seconds,
+                rng=self.rng,
+            )
+            fields = {"last_error": reason, "not_before": epoch() + delay}
+            await self.writer.write(Change(row.key, PENDING, fields, reason))
+            return
+        retryable = verdict is Verdict.RETRY
+        if retryable:
+            reason = f"gave up after {attempt} attempts: {reason}"
+        fields = {"last_error": reason, "retryable": 1 if retryable else None}
+        await self.writer.write(Change(row.key, FAILED, fields, reason))
+        self._count(row.kind, FAILED)
+
+    # -- spend seam --------------------------------------------------------------------------
+
+    def _settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
+        if self.spend is None:
+            return None
+        cost = self.spend.settle(call, result)
+        if cost is not None:
+            self.spent += cost
+            self.priced = True
+        return cost
+
+    def _release(self, call: BilledCall) -> None:
+        if self.spend is not None:
+            self.spend.release(call)
+
+    # -- progress ----------------------------------------------------------------------------
+
+    def _count(self, kind: str, state: str) -> None:
+        name = f"{kind}:{state}"
+        self.finished[name] = self.finished.get(name, 0) + 1
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            finished=dict(self.finished),
+            in_flight=self.in_flight,
+            polling=self.poller.waiting,
+            elapsed=time.monotonic() - self.started,
+            spent_usd=self.spent if self.priced else None,
+            stopped=self.stop_reason,
+        )
+
+    async def _report(self) -> None:
+        assert self.progress is not None
+        while True:
+            self.progress.update(self.snapshot())
+            await asyncio.sleep(0.5)
+
+
+async def execute(
+    store: CheckpointStore,
+    client: GatewayClient,
+    concurrency: int = 64,
+    *,
+    settings: EngineSettings | None = None,
+    limiter: Any = None,
+    spend: SpendGuard | None = None,
+    stop: asyncio.Event | None = None,
+    hook: Hook | None = None,
+    progress: ProgressReporter | None = None,
+) -> RunSummary:
+    """Drive every item of the store to a terminal state (or to a resumable stop); see docs/engine.md."""
+    settings = settings or EngineSettings(concurrency=concurrency)
+    stored_policy = store.run_settings().get("uncertain_policy")
+    if settings.uncertain_policy == "report" and stored_policy == "resend":
+        settings = EngineSettings(**{**settings.__dict__, "uncertain_policy": "resend"})
+    _prepare_resume(store, settings.uncertain_policy)
+    execution = Execution(
+        store, client, settings, limiter=limiter, spend=spend, stop=stop, hook=hook, progress=progress
+    )
+    execution.poller.load_remote_work()
     try:
-        result = await CALLS[item["kind"]](client, item["request"])
-    except GatewayError as exc:
-        store.transition(key, FAILED, last_error=str(exc))
-        return
-    store.transition(key, DONE, result=result)
+        await execution.run()
+    except BaseExceptionGroup as group:
+        # One failure inside the task groups: raise it as itself, the way callers expect it.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    store.record_stop(execution.stop_reason)
+    return RunSummary(
+        sent=execution.sent,
+        counts=store.count_by_state(),
+        stopped=execution.stop_reason,
+        spent_usd=execution.spent if execution.priced else None,
+    )
 
 
-async def execute(store: CheckpointStore, client: GatewayClient, concurrency: int = 64) -> RunSummary:
-    """Send every pending item once; done items are never sent again."""
-    mark_interrupted_sends_uncertain(store)
-    keys = store.keys_in_state(PENDING)
-    slots = asyncio.Semaphore(concurrency)
-
-    async def bounded(key: str) -> None:
-        async with slots:
-            await _run_item(store, client, key)
-
-    await asyncio.gather(*(bounded(key) for key in keys))
-    return RunSummary(sent=len(keys), counts=store.count_by_state())
+__all__ = ["POLLING", "EngineSettings", "RunSummary", "execute", "mark_interrupted_sends"]

@@ -1,29 +1,88 @@
 """The checkpoint store: SQLite (WAL) is the source of truth for every item's state.
 
-Every state change is one committed write, so a crash at any point leaves a store from which a
-resumed run knows exactly what was sent, what answered and what is left.
+Every state change is a committed write, so a crash at any point leaves a store from which a
+resumed run knows exactly what was sent, what answered and what is left. Changes can be applied
+one at a time (``transition``) or as a group in one transaction (``apply``): the engine groups
+the changes that happen in the same moment, and waits for the commit before acting on them.
+
+Tables: ``runs`` (one row per run: its settings and why it last stopped), ``items`` (state,
+attempts, remote id, last error, timestamps, not-before time, result, cost columns that the
+costs package fills), ``price_snapshots`` (the prices a run used) and ``events`` (append-only
+log of every transition).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
+from relaybatch.engine.states import (
+    CANCELLED,
+    DONE,
+    FAILED,
+    PENDING,
+    POLLING,
+    SENDING,
+    SUBMITTED,
+    TERMINAL_STATES,
+    UNCERTAIN,
+)
 from relaybatch.manifests import Item
 
-PENDING, SENDING, SUBMITTED, POLLING = "pending", "sending", "submitted", "polling"
-DONE, FAILED, CANCELLED, UNCERTAIN = "done", "failed", "cancelled", "uncertain"
-TERMINAL_STATES = frozenset({DONE, FAILED, CANCELLED, UNCERTAIN})
+__all__ = [
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "PENDING",
+    "POLLING",
+    "SENDING",
+    "SUBMITTED",
+    "TERMINAL_STATES",
+    "UNCERTAIN",
+    "Change",
+    "CheckpointStore",
+]
+
+# Columns a change may set besides state; anything else is a programming error, caught early.
+_CHANGEABLE = frozenset(
+    {
+        "attempts",
+        "remote_id",
+        "last_error",
+        "result",
+        "not_before",
+        "submitted_at",
+        "finished_at",
+        "latency_ms",
+        "cost_usd",
+        "cost_detail",
+        "retryable",
+    }
+)
+# Columns read for an item about to be sent or polled (not the result, which can be large).
+WORK_COLUMNS = "rowid, key, item_id, job, kind, request, carry, state, attempts, remote_id"
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One item moving to ``state``, with the columns that change alongside it."""
+
+    key: str
+    state: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    detail: str | None = None
 
 
 class CheckpointStore:
@@ -31,14 +90,22 @@ class CheckpointStore:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a commit survives a process crash (our failure model); only an OS
+        # crash or power loss can drop the last transactions, and never corrupts the file.
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=10000")
         self.db = sqlite_utils.Database(connection)
         self._create_tables()
 
     def _create_tables(self) -> None:
+        self.db.table("runs").create(
+            {"name": str, "created_at": str, "updated_at": str, "settings": str, "stop_reason": str},
+            pk="name",
+            if_not_exists=True,
+        )
         self.db.table("items").create(
             {
                 "key": str,
@@ -53,7 +120,15 @@ class CheckpointStore:
                 "remote_id": str,
                 "last_error": str,
                 "result": str,
+                "not_before": float,
+                "created_at": str,
                 "updated_at": str,
+                "submitted_at": str,
+                "finished_at": str,
+                "latency_ms": float,
+                "cost_usd": str,
+                "cost_detail": str,
+                "retryable": int,
             },
             pk="key",
             not_null={"item_id", "job", "kind", "request", "state"},
@@ -61,6 +136,12 @@ class CheckpointStore:
             if_not_exists=True,
         )
         self.db.table("items").create_index(["state"], if_not_exists=True)
+        self.db.table("items").create_index(["job", "state"], if_not_exists=True)
+        self.db.table("price_snapshots").create(
+            {"id": int, "model": str, "provider": str, "pricing": str, "fetched_at": str},
+            pk="id",
+            if_not_exists=True,
+        )
         self.db.table("events").create(
             {"id": int, "key": str, "state": str, "detail": str, "at": str},
             pk="id",
@@ -70,67 +151,217 @@ class CheckpointStore:
     def close(self) -> None:
         self.db.conn.close()
 
+    # -- the run ----------------------------------------------------------------------------
+
+    def run_settings(self) -> dict[str, Any]:
+        row = self.db.execute("select settings from runs order by rowid limit 1").fetchone()
+        return json.loads(row[0]) if row and row[0] else {}
+
+    def save_run(self, name: str, settings: dict[str, Any] | None = None) -> None:
+        """Create or update the run's row; settings given replace the stored ones."""
+        stamp = now_text()
+        with self.db.conn:
+            self.db.execute(
+                "insert into runs (name, created_at, updated_at, settings) values (?, ?, ?, ?) "
+                "on conflict(name) do update set updated_at = excluded.updated_at, "
+                "settings = coalesce(excluded.settings, runs.settings)",
+                [name, stamp, stamp, None if settings is None else json.dumps(settings, sort_keys=True)],
+            )
+
+    def record_stop(self, reason: str | None) -> None:
+        """Remember why the last execution stopped early (None: it finished)."""
+        with self.db.conn:
+            if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
+                self.db.execute(
+                    "insert into runs (name, created_at, updated_at) values (?, ?, ?)",
+                    [self.path.parent.name, now_text(), now_text()],
+                )
+            self.db.execute("update runs set stop_reason = ?, updated_at = ?", [reason, now_text()])
+
+    def stop_reason(self) -> str | None:
+        row = self.db.execute("select stop_reason from runs order by rowid limit 1").fetchone()
+        return row[0] if row else None
+
+    # -- items in ---------------------------------------------------------------------------
+
     def add_items(self, items: Iterable[Item]) -> int:
         """Insert items not seen before; items already in the store keep their state."""
-        before = self.db.table("items").count
+        stamp = now_text()
         rows = (
-            {
-                "key": item.key,
-                "item_id": item.item_id,
-                "job": item.job,
-                "kind": item.kind,
-                "request": json.dumps(item.request, sort_keys=True),
-                "carry": json.dumps(item.carry, sort_keys=True),
-                "source": item.source,
-                "state": PENDING,
-                "attempts": 0,
-                "updated_at": _now(),
-            }
+            (
+                item.key,
+                item.item_id,
+                item.job,
+                item.kind,
+                json.dumps(item.request, sort_keys=True),
+                json.dumps(item.carry, sort_keys=True),
+                item.source,
+                PENDING,
+                stamp,
+                stamp,
+            )
             for item in items
         )
         with self.db.conn:
-            self.db.table("items").insert_all(rows, ignore=True, batch_size=1000)
-        return self.db.table("items").count - before
+            cursor = self.db.conn.executemany(
+                "insert or ignore into items (key, item_id, job, kind, request, carry, source, state, "
+                "attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                rows,
+            )
+        return cursor.rowcount
+
+    # -- state changes ----------------------------------------------------------------------
+
+    def transition(self, key: str, state: str, **fields: Any) -> None:
+        """Move one item to a new state and log the event; committed before returning."""
+        self.apply([Change(key, state, fields, fields.get("last_error"))])
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Apply changes in one transaction, each with its event row; committed before returning."""
+        if not changes:
+            return
+        stamp = now_text()
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        for change in changes:
+            unknown = change.fields.keys() - _CHANGEABLE
+            if unknown:
+                raise ValueError(f"cannot set {sorted(unknown)} on an item")
+            columns = tuple(sorted(change.fields))
+            values = [_column_value(name, change.fields[name]) for name in columns]
+            by_columns.setdefault(columns, []).append([change.state, stamp, *values, change.key])
+        with self.db.conn:
+            for columns, rows in by_columns.items():
+                assignments = "".join(f", {name} = ?" for name in columns)
+                self.db.conn.executemany(
+                    f"update items set state = ?, updated_at = ?{assignments} where key = ?", rows
+                )
+            self.db.conn.executemany(
+                "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
+                [(change.key, change.state, change.detail, stamp) for change in changes],
+            )
+
+    # -- items out --------------------------------------------------------------------------
 
     def keys_in_state(self, *states: str) -> list[str]:
         marks = ",".join("?" for _ in states)
         sql = f"select key from items where state in ({marks}) order by rowid"
         return [row[0] for row in self.db.execute(sql, states).fetchall()]
 
-    def item(self, key: str) -> dict[str, Any]:
-        row = dict(self.db.table("items").get(key))
-        row["request"] = json.loads(row["request"])
-        row["carry"] = json.loads(row["carry"])
-        row["result"] = json.loads(row["result"]) if row["result"] else None
-        return row
+    def work_page(self, state: str, after_rowid: int, limit: int, ready_at: float | None = None) -> list[Row]:
+        """Up to ``limit`` items in ``state`` after ``after_rowid``; with ``ready_at``, only those
+        whose not-before time has passed. Paging keeps memory flat on million-item runs."""
+        sql = f"select {WORK_COLUMNS} from items where state = ? and rowid > ?"
+        args: list[Any] = [state, after_rowid]
+        if ready_at is not None:
+            sql += " and (not_before is null or not_before <= ?)"
+            args.append(ready_at)
+        sql += " order by rowid limit ?"
+        args.append(limit)
+        return [Row.from_tuple(row) for row in self.db.execute(sql, args).fetchall()]
 
-    def transition(self, key: str, state: str, **fields: Any) -> None:
-        """Move one item to a new state and log the event; committed before returning."""
-        updates = {"state": state, "updated_at": _now(), **fields}
-        if "result" in updates and updates["result"] is not None:
-            updates["result"] = json.dumps(updates["result"], sort_keys=True)
-        with self.db.conn:
-            self.db.table("items").update(key, updates)
-            self.db.table("events").insert(
-                {
-                    "key": key,
-                    "state": state,
-                    "detail": fields.get("last_error"),
-                    "at": updates["updated_at"],
-                }
-            )
+    def earliest_not_before(self, state: str = PENDING) -> float | None:
+        row = self.db.execute("select min(not_before) from items where state = ?", [state]).fetchone()
+        return row[0] if row else None
+
+    def item(self, key: str) -> dict[str, Any]:
+        return _decoded(dict(self.db.table("items").get(key)))
+
+    def iter_items(self, job: str | None = None, states: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+        clauses, args = [], []
+        if job:
+            clauses.append("job = ?")
+            args.append(job)
+        if states:
+            clauses.append(f"state in ({','.join('?' for _ in states)})")
+            args.extend(states)
+        where = " and ".join(clauses) or None
+        for row in self.db.table("items").rows_where(where, args, order_by="rowid"):
+            yield _decoded(row)
 
     def count_by_state(self) -> dict[str, int]:
         sql = "select state, count(*) from items group by state"
         return {state: count for state, count in self.db.execute(sql).fetchall()}
 
-    def iter_items(self, job: str | None = None) -> Iterator[dict[str, Any]]:
-        where, args = ("job = ?", [job]) if job else (None, [])
-        for row in self.db.table("items").rows_where(where, args, order_by="rowid"):
-            row["request"] = json.loads(row["request"])
-            row["carry"] = json.loads(row["carry"])
-            row["result"] = json.loads(row["result"]) if row["result"] else None
-            yield row
+    def count_by_job_and_state(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for job, state, count in self.db.execute(
+            "select job, state, count(*) from items group by job, state order by job, state"
+        ):
+            counts.setdefault(job, {})[state] = count
+        return counts
+
+    def count_by_kind_and_state(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for kind, state, count in self.db.execute("select kind, state, count(*) from items group by 1, 2"):
+            counts.setdefault(kind, {})[state] = count
+        return counts
 
     def jobs(self) -> list[str]:
         return [row[0] for row in self.db.execute("select distinct job from items order by job")]
+
+    def events(self, key: str) -> list[dict[str, Any]]:
+        return list(self.db.table("events").rows_where("key = ?", [key], order_by="id"))
+
+    # -- prices -----------------------------------------------------------------------------
+
+    def save_price_snapshot(self, model: str, pricing: dict[str, Any], provider: str | None = None) -> None:
+        """Keep the prices a run used beside its items (prices change; the snapshot does not)."""
+        with self.db.conn:
+            self.db.table("price_snapshots").insert(
+                {
+                    "model": model,
+                    "provider": provider,
+                    "pricing": json.dumps(pricing, sort_keys=True),
+                    "fetched_at": now_text(),
+                }
+            )
+
+    def price_snapshot(self, model: str, provider: str | None = None) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "select pricing from price_snapshots where model = ? and provider is ? order by id desc limit 1",
+            [model, provider],
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """An item as the engine works on it: what to send, and where it stands."""
+
+    rowid: int
+    key: str
+    item_id: str
+    job: str
+    kind: str
+    request: dict[str, Any]
+    carry: dict[str, Any]
+    state: str
+    attempts: int
+    remote_id: str | None
+
+    @classmethod
+    def from_tuple(cls, row: Sequence[Any]) -> Row:
+        rowid, key, item_id, job, kind, request, carry, state, attempts, remote_id = row
+        return cls(
+            rowid, key, item_id, job, kind, json.loads(request), json.loads(carry), state, attempts, remote_id
+        )
+
+
+def _column_value(name: str, value: Any) -> Any:
+    if name in ("result", "cost_detail") and value is not None and not isinstance(value, str):
+        return json.dumps(value, sort_keys=True, default=str)
+    if name == "cost_usd" and value is not None:
+        return str(value)  # a Decimal kept exactly as text; never a float
+    return value
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    row["request"] = json.loads(row["request"])
+    row["carry"] = json.loads(row["carry"]) if row["carry"] else {}
+    row["result"] = json.loads(row["result"]) if row["result"] else None
+    return row
+
+
+def epoch() -> float:
+    """Wall-clock seconds: not-before times must survive a restart, so no monotonic clock here."""
+    return time.time()

@@ -1,0 +1,310 @@
+"""The shared adaptive token bucket: one per run, every gateway request takes a token.
+
+Requests per second = the smaller of the configured limit and the limit the gateway reports
+(``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit`` on a 429). A 429, or an answer
+saying no requests remain, pauses every waiter until the reported reset and empties the bucket, so
+the whole run slows down together rather than each worker discovering the limit on its own.
+With no limit known at all the bucket is open; the first answer carrying a limit closes it.
+
+Submissions and polls wait in two queues. Tokens go to whichever queue is furthest behind its
+share (weighted fair queueing), and a queue with nobody waiting lends its share to the other, so
+polls never starve submissions, submissions never starve polls, and no token is left unused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from relaybatch.limiting import RequestPurpose
+
+Lane = Literal["submit", "poll"]
+
+LIMIT_HEADER = "x-ratelimit-limit-requests"
+REMAINING_HEADER = "x-ratelimit-remaining-requests"
+RESET_HEADER = "x-ratelimit-reset-requests"
+
+# Keep just under a known limit: a server counting in a sliding window sees our bucket's burst on
+# top of the steady rate, and network jitter bunches requests together on arrival.
+SAFETY_FACTOR = 0.99
+# A 429 without any hint of the limit halves the rate; each clean second then wins back this
+# fraction of the ceiling, so the rate converges back instead of staying low for the whole run.
+DECREASE_FACTOR = 0.5
+RECOVERY_PER_SECOND = 0.02
+# Pause after a 429 that names no reset time: long enough for a per-second window to roll over.
+DEFAULT_PAUSE_SECONDS = 1.0
+MAX_PAUSE_SECONDS = 120.0
+# The highest published plan limit; used only when an unconfigured run gets a 429 with no hint.
+OPEN_BUCKET_FALLBACK_RPM = 600.0
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | None) -> float | None:
+    """Seconds from ``"2"``, ``"0.5"``, ``"250ms"``, ``"1s"`` or ``"1m30s"``; None if unreadable."""
+    if text is None:
+        return None
+    text = text.strip().lower()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:  # plain dicts in tests are case-sensitive; httpx.Headers are not
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
+    return value
+
+
+def _reported_rpm(headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None) -> float | None:
+    if rate_limit:
+        if isinstance(rate_limit.get("rpm"), int | float) and rate_limit["rpm"] > 0:
+            return float(rate_limit["rpm"])
+        if isinstance(rate_limit.get("qps"), int | float) and rate_limit["qps"] > 0:
+            return float(rate_limit["qps"]) * 60.0
+    try:
+        value = float(_header(headers, LIMIT_HEADER) or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    milliseconds = _header(headers, "retry-after-ms")
+    if milliseconds is not None:
+        seconds = parse_duration(milliseconds)
+        return None if seconds is None else seconds / 1000.0
+    return parse_duration(_header(headers, RESET_HEADER)) or parse_duration(_header(headers, "retry-after"))
+
+
+@dataclass
+class LimiterStats:
+    granted: dict[str, int]
+    rate_limited: int
+    pauses: int
+    requests_per_minute: float | None
+
+
+class AdaptiveTokenBucket:
+    """A token bucket shared by every request of a run; implements ``relaybatch.limiting.Limiter``.
+
+    ``requests_per_minute`` None means not configured (learned from the gateway); ``burst`` is the
+    bucket's capacity; ``poll_share`` the fraction of tokens reserved for polls when both wait.
+    ``clock`` and ``sleep`` are injectable so tests run on a fake clock.
+    """
+
+    def __init__(
+        self,
+        requests_per_minute: float | None = None,
+        *,
+        burst: float | None = None,
+        poll_share: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if not 0.0 < poll_share < 1.0:
+            raise ValueError("poll_share must be between 0 and 1 (exclusive)")
+        self._configured = requests_per_minute if requests_per_minute and requests_per_minute > 0 else None
+        self._learned: float | None = None
+        self._burst_setting = burst
+        self._shares: dict[Lane, float] = {"submit": 1.0 - poll_share, "poll": poll_share}
+        self._clock = clock
+        self._sleep = sleep
+        self._ceiling = self._configured  # the rate the bucket converges back to
+        self._rate_per_minute = self._configured  # current rate; None = open
+        self._tokens = self._capacity()
+        self._refilled_at = clock()
+        self._paused_until = 0.0
+        self._last_decrease = -math.inf
+        self._queues: dict[Lane, deque[asyncio.Future[None]]] = {"submit": deque(), "poll": deque()}
+        self._virtual_time: dict[Lane, float] = {"submit": 0.0, "poll": 0.0}
+        self._dispatcher: asyncio.Task[None] | None = None
+        self.granted: dict[Lane, int] = {"submit": 0, "poll": 0}
+        self.rate_limited = 0
+        self.pauses = 0
+
+    # -- what the rest of the engine reads ---------------------------------------------------
+
+    @property
+    def requests_per_minute(self) -> float | None:
+        """The rate the bucket currently allows; None while no limit is known."""
+        return self._rate_per_minute
+
+    def poll_budget_per_second(self) -> float | None:
+        """Polls per second guaranteed when submissions also wait; None when unlimited."""
+        if self._rate_per_minute is None:
+            return None
+        return self._rate_per_minute / 60.0 * self._shares["poll"]
+
+    def stats(self) -> LimiterStats:
+        return LimiterStats({lane: count for lane, count in self.granted.items()}, self.rate_limited, self.pauses, self._rate_per_minute)
+
+    # -- Limiter protocol -------------------------------------------------------------------
+
+    async def acquire(self, purpose: RequestPurpose = "submit") -> None:
+        lane: Lane = "poll" if purpose == "poll" else "submit"
+        if not self._queues["submit"] and not self._queues["poll"] and self._take_token():
+            self.granted[lane] += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._queues[lane]:
+            # A lane that was idle does not bank credit: it rejoins at the busy lane's position.
+            other: Lane = "poll" if lane == "submit" else "submit"
+            if self._queues[other]:
+                self._virtual_time[lane] = max(self._virtual_time[lane], self._virtual_time[other])
+        self._queues[lane].append(waiter)
+        self._start_dispatcher()
+        await waiter
+
+    def observe(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        rate_limit: Mapping[str, Any] | None = None,
+    ) -> None:
+        reported = _reported_rpm(headers, rate_limit)
+        if reported is not None:
+            self._learn(reported)
+        if status == 429:
+            self.rate_limited += 1
+            if reported is None:
+                self._decrease()
+            self._pause(_retry_after(headers) or DEFAULT_PAUSE_SECONDS)
+            return
+        remaining = _header(headers, REMAINING_HEADER)
+        if remaining is not None and remaining.strip() in ("0", "0.0"):
+            reset = parse_duration(_header(headers, RESET_HEADER))
+            if reset:
+                self._pause(reset)
+        self._recover()
+
+    # -- rate learning ------------------------------------------------------------------------
+
+    def _learn(self, reported_rpm: float) -> None:
+        self._learned = reported_rpm * SAFETY_FACTOR
+        ceiling = min(limit for limit in (self._configured, self._learned) if limit)
+        if ceiling == self._ceiling:
+            return
+        self._ceiling = ceiling
+        if self._rate_per_minute is None or self._rate_per_minute > ceiling:
+            self._set_rate(ceiling)
+        # A rate below a raised ceiling (after a 429) climbs back in _recover, not in one jump.
+
+    def _decrease(self) -> None:
+        now = self._clock()
+        if now - self._last_decrease < 1.0:
+            return  # one 429 burst is one signal, not one halving per in-flight request
+        self._last_decrease = now
+        current = self._rate_per_minute
+        if current is None:
+            # Open bucket and a 429 with no hint at all: assume the highest published plan.
+            current = OPEN_BUCKET_FALLBACK_RPM
+            self._ceiling = current
+        self._set_rate(max(1.0, current * DECREASE_FACTOR))
+
+    def _recover(self) -> None:
+        if self._rate_per_minute is None or self._ceiling is None or self._rate_per_minute >= self._ceiling:
+            return
+        elapsed = self._clock() - max(self._last_decrease, self._paused_until)
+        if elapsed > 1.0:
+            step = self._ceiling * RECOVERY_PER_SECOND * min(elapsed, 5.0)
+            self._last_decrease = self._clock()
+            self._set_rate(min(self._ceiling, self._rate_per_minute + step))
+
+    def _set_rate(self, requests_per_minute: float) -> None:
+        self._refill()
+        self._rate_per_minute = requests_per_minute
+        self._tokens = min(self._tokens, self._capacity())
+
+    def _pause(self, seconds: float) -> None:
+        until = self._clock() + min(seconds, MAX_PAUSE_SECONDS)
+        if until > self._paused_until:
+            self._paused_until = until
+            self.pauses += 1
+        self._tokens = 0.0  # after the pause the run ramps up at the rate, not with a burst
+        self._refilled_at = max(self._refilled_at, until)
+
+    # -- the bucket ---------------------------------------------------------------------------
+
+    def _capacity(self) -> float:
+        if self._burst_setting is not None:
+            return max(1.0, self._burst_setting)
+        if self._rate_per_minute is None:
+            return math.inf
+        return max(1.0, self._rate_per_minute / 60.0)  # one second of requests
+
+    def _refill(self) -> None:
+        now = self._clock()
+        if self._rate_per_minute is None:
+            self._tokens = math.inf
+        elif now > self._refilled_at:
+            earned = (now - self._refilled_at) * self._rate_per_minute / 60.0
+            self._tokens = min(self._capacity(), self._tokens + earned)
+        self._refilled_at = max(self._refilled_at, now)
+
+    def _take_token(self) -> bool:
+        if self._clock() < self._paused_until:
+            return False
+        self._refill()
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def _seconds_until_token(self) -> float:
+        now = self._clock()
+        if now < self._paused_until:
+            return self._paused_until - now
+        if self._rate_per_minute is None:
+            return 0.0
+        return max(0.0, (1.0 - self._tokens) * 60.0 / self._rate_per_minute)
+
+    # -- the dispatcher: hands tokens to waiters, fairest lane first --------------------------
+
+    def _start_dispatcher(self) -> None:
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+
+    def _next_lane(self) -> Lane | None:
+        for queue in self._queues.values():
+            while queue and queue[0].done():  # a cancelled waiter gives up its place
+                queue.popleft()
+        waiting = [lane for lane, queue in self._queues.items() if queue]
+        if not waiting:
+            return None
+        return min(waiting, key=lambda lane: self._virtual_time[lane])
+
+    def _grant_ready(self) -> Lane | None:
+        """Hand out every token available now; return the lane still waiting, if any."""
+        while (lane := self._next_lane()) is not None:
+            if not self._take_token():
+                return lane
+            self._queues[lane].popleft().set_result(None)
+            self.granted[lane] += 1
+            self._virtual_time[lane] += 1.0 / self._shares[lane]
+        return None
+
+    async def _dispatch(self) -> None:
+        while self._grant_ready() is not None:
+            await self._sleep(max(self._seconds_until_token(), 0.0005))
+
+    async def aclose(self) -> None:
+        """Stop the dispatcher (it ends by itself once nobody waits; this is for early shutdown)."""
+        if self._dispatcher is not None and not self._dispatcher.done():
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher

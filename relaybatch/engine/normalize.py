@@ -1,0 +1,209 @@
+"""Answers of every family turned into one result shape, so results share typed columns.
+
+A result has ``output_text``, ``tool_calls``, ``finish_reason``, ``model``, ``usage`` (the family's
+own usage object, kept whole for the costs package), ``tokens`` (input/output/cached/reasoning
+counts with one meaning across families: input and output as billed totals), and per kind
+``media_paths``, ``answers`` (typed judgment) or ``search``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from relaybatch.engine.media import MediaFiles
+
+_IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp", "image/gif": "gif"}
+
+
+def as_dict(answer: Any) -> dict[str, Any]:
+    """A client model (pydantic) or a plain dict, as the wire's JSON object."""
+    if hasattr(answer, "model_dump"):
+        dumped: dict[str, Any] = answer.model_dump(mode="json", by_alias=True)
+        return dumped
+    if isinstance(answer, dict):
+        return answer
+    raise TypeError(f"unexpected answer type {type(answer).__name__}")
+
+
+def _get(mapping: Any, *names: str) -> Any:
+    """The first present key among camelCase / snake_case spellings."""
+    if not isinstance(mapping, dict):
+        return None
+    for name in names:
+        if mapping.get(name) is not None:
+            return mapping[name]
+    return None
+
+
+def _tokens(
+    input_tokens: Any, output_tokens: Any, cached: Any = None, reasoning: Any = None
+) -> dict[str, int | None]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_tokens": cached,
+        "reasoning_tokens": reasoning,
+    }
+
+
+def chat_result(answer: dict[str, Any]) -> dict[str, Any]:
+    choices = answer.get("choices") or [{}]
+    message = choices[0].get("message") or {}
+    usage = answer.get("usage") or {}
+    return {
+        "output_text": message.get("content"),
+        "tool_calls": message.get("tool_calls") or None,
+        "finish_reason": choices[0].get("finish_reason"),
+        "model": answer.get("model"),
+        "usage": usage,
+        "tokens": _tokens(
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            _get(usage.get("prompt_tokens_details"), "cached_tokens"),
+            _get(usage.get("completion_tokens_details"), "reasoning_tokens"),
+        ),
+    }
+
+
+def responses_result(answer: dict[str, Any]) -> dict[str, Any]:
+    texts: list[str] = []
+    tool_calls: list[dict[str, Any]] = []
+    for entry in answer.get("output") or []:
+        if entry.get("type") == "message":
+            texts.extend(
+                part.get("text", "")
+                for part in entry.get("content") or []
+                if part.get("type") == "output_text"
+            )
+        elif entry.get("type") == "function_call":
+            tool_calls.append(entry)
+    usage = answer.get("usage") or {}
+    incomplete = _get(answer.get("incomplete_details"), "reason")
+    return {
+        "output_text": "".join(texts) if texts else None,
+        "tool_calls": tool_calls or None,
+        "finish_reason": incomplete or answer.get("status"),
+        "model": answer.get("model"),
+        "usage": usage,
+        "tokens": _tokens(
+            usage.get("input_tokens"),
+            usage.get("output_tokens"),
+            _get(usage.get("input_tokens_details"), "cached_tokens"),
+            _get(usage.get("output_tokens_details"), "reasoning_tokens"),
+        ),
+    }
+
+
+def messages_result(answer: dict[str, Any]) -> dict[str, Any]:
+    blocks = answer.get("content") or []
+    texts = [block.get("text", "") for block in blocks if block.get("type") == "text"]
+    tool_calls = [block for block in blocks if block.get("type") == "tool_use"]
+    usage = answer.get("usage") or {}
+    uncached = usage.get("input_tokens") or 0
+    cache_read = usage.get("cache_read_input_tokens") or 0
+    cache_write = usage.get("cache_creation_input_tokens") or 0
+    return {
+        "output_text": "".join(texts) if texts else None,
+        "tool_calls": tool_calls or None,
+        "finish_reason": answer.get("stop_reason"),
+        "model": answer.get("model"),
+        "usage": usage,
+        # input_tokens here EXCLUDES cache tokens; the shared column counts every prompt token.
+        "tokens": _tokens(
+            uncached + cache_read + cache_write, usage.get("output_tokens"), cache_read or None
+        ),
+    }
+
+
+def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[str, Any]:
+    candidates = answer.get("candidates") or [{}]
+    parts = (candidates[0].get("content") or {}).get("parts") or []
+    texts: list[str] = []
+    tool_calls: list[dict[str, Any]] = []
+    paths: list[str] = []
+    for part in parts:
+        if part.get("text") is not None and not part.get("thought"):
+            texts.append(part["text"])
+        inline = _get(part, "inlineData", "inline_data")
+        if inline:
+            path = _save_base64(
+                media, len(paths), _get(inline, "data"), _get(inline, "mimeType", "mime_type")
+            )
+            if path:
+                paths.append(path)
+        call = _get(part, "functionCall", "function_call")
+        if call:
+            tool_calls.append(call)
+    usage = _get(answer, "usageMetadata", "usage_metadata") or {}
+    candidates_tokens = _get(usage, "candidatesTokenCount", "candidates_token_count") or 0
+    thoughts = _get(usage, "thoughtsTokenCount", "thoughts_token_count")
+    return {
+        "output_text": "".join(texts) if texts else None,
+        "tool_calls": tool_calls or None,
+        "finish_reason": _get(candidates[0], "finishReason", "finish_reason"),
+        "model": _get(answer, "modelVersion", "model_version"),
+        "usage": usage,
+        "media_paths": paths,
+        # candidatesTokenCount EXCLUDES thoughts; the shared output column counts both.
+        "tokens": _tokens(
+            _get(usage, "promptTokenCount", "prompt_token_count"),
+            candidates_tokens + (thoughts or 0),
+            _get(usage, "cachedContentTokenCount", "cached_content_token_count"),
+            thoughts,
+        ),
+    }
+
+
+def image_result(answer: dict[str, Any], media: MediaFiles, output_format: str) -> dict[str, Any]:
+    fmt = answer.get("output_format") or output_format
+    paths: list[str] = []
+    for entry in answer.get("data") or []:
+        path = _save_base64(media, len(paths), entry.get("b64_json"), f"image/{fmt}")
+        if path:
+            paths.append(path)
+    usage = answer.get("usage") or {}
+    return {
+        "output_text": None,
+        "finish_reason": "completed" if paths else "no_image",
+        "model": answer.get("model"),
+        "usage": usage,
+        "media_paths": paths,
+        "tokens": _tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+        "image": {name: answer.get(name) for name in ("size", "quality", "output_format", "background")},
+    }
+
+
+def judgment_result(answer: dict[str, Any]) -> dict[str, Any]:
+    usage = answer.get("usage") or {}
+    return {
+        "answers": answer.get("answers") or {},
+        "model": answer.get("model"),
+        "usage": usage,
+        "tokens": _tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+    }
+
+
+def web_search_result(answer: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = answer["data"] if isinstance(answer.get("data"), dict) else {}
+    organic = data.get("organic") or []
+    return {
+        "output_text": answer.get("content"),
+        "search": {
+            "results": [{name: hit.get(name) for name in ("title", "link", "snippet")} for hit in organic],
+            "took_ms": answer.get("took_ms"),
+        },
+        "usage": {"requests": 1},
+    }
+
+
+def _save_base64(media: MediaFiles, index: int, data: Any, mime_type: Any) -> str | None:
+    if not isinstance(data, str):
+        return None
+    try:
+        content = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    extension = _IMAGE_EXTENSIONS.get(str(mime_type), "bin")
+    return media.write(index, extension, content)

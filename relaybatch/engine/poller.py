@@ -1,0 +1,210 @@
+"""Polling of async kinds (V2 video, V1 tasks) until each reaches a terminal state.
+
+Each submitted item has a next-poll time: the interval grows by ``backoff`` per poll up to
+``max_seconds``, with jitter so items created together spread out. When the poll budget is tight
+(the limiter's share for polls, shared by everything waiting) the interval grows to fit it, so
+500 videos at 120 requests per minute are polled less often rather than queueing in the bucket
+ahead of new submissions. Polls are free, so transient errors only push the next poll back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from relaybatch.engine.kinds import CALLS, KindNotAvailable
+from relaybatch.engine.media import MediaFiles
+from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
+from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, SUBMITTED
+from relaybatch.engine.store import Change, now_text
+from relaybatch.gateway import AuthenticationFailed, GatewayError, NotFound
+
+if TYPE_CHECKING:
+    from relaybatch.engine.runner import Execution
+
+REMOTE_CANCELLED_MESSAGE = "cancelled on request: the remote video was deleted (DELETE) before it finished"
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    initial_seconds: float = 5.0
+    max_seconds: float = 60.0
+    backoff: float = 1.5
+    jitter: float = 0.2
+    concurrency: int = 32
+
+
+@dataclass(order=True)
+class _Due:
+    due: float
+    sequence: int
+    key: str = field(compare=False)
+    kind: str = field(compare=False)
+    remote_id: str = field(compare=False)
+    state: str = field(compare=False)
+    polls: int = field(default=0, compare=False)
+
+
+class Poller:
+    def __init__(self, execution: Execution, settings: PollSettings, limiter: Any = None) -> None:
+        self.execution = execution
+        self.settings = settings
+        self.limiter = limiter
+        self.heap: list[_Due] = []
+        self.active = 0
+        self.rng = random.Random()
+        self._sequence = itertools.count()
+        self._wake = asyncio.Event()
+        self._over = False
+
+    @property
+    def waiting(self) -> int:
+        return len(self.heap) + self.active
+
+    def add(self, key: str, kind: str, remote_id: str, state: str, delay: float | None = None) -> None:
+        due = time.monotonic() + (self.interval(0) if delay is None else delay)
+        heapq.heappush(self.heap, _Due(due, next(self._sequence), key, kind, remote_id, state))
+        self._wake.set()
+
+    def load_remote_work(self) -> int:
+        """Queue items submitted by an earlier execution: they are polled, never created again."""
+        count = 0
+        for state in (SUBMITTED, POLLING):
+            cursor = 0
+            while page := self.execution.store.work_page(state, cursor, 1000):
+                cursor = page[-1].rowid
+                for row in page:
+                    self.add(row.key, row.kind, row.remote_id or "", state, delay=0.0)
+                    count += 1
+        return count
+
+    def submissions_over(self) -> None:
+        self._over = True
+        self._wake.set()
+
+    def interval(self, polls: int) -> float:
+        """Seconds to the next poll of an item polled ``polls`` times, stretched to fit the budget."""
+        settings = self.settings
+        base = min(settings.max_seconds, settings.initial_seconds * settings.backoff**polls)
+        base *= 1.0 + settings.jitter * (2.0 * self.rng.random() - 1.0)
+        budget = self._poll_budget()
+        if budget:
+            base = max(base, self.waiting / budget)
+        return base
+
+    def _poll_budget(self) -> float | None:
+        """Polls per second this poller may use: its guaranteed share while submissions go on,
+        the whole rate once they are over."""
+        if self.limiter is None:
+            return None
+        if self._over:
+            rpm = getattr(self.limiter, "requests_per_minute", None)
+            return rpm / 60.0 if rpm else None
+        budget = getattr(self.limiter, "poll_budget_per_second", None)
+        return budget() if budget else None
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _stopping(self) -> bool:
+        return self.execution.stop.is_set() or self.execution.run_stopped is not None
+
+    async def run(self) -> None:
+        slots = asyncio.Semaphore(self.settings.concurrency)
+        async with asyncio.TaskGroup() as polls:
+            while not self._stopping():
+                if not self.heap:
+                    if self._over and self.active == 0:
+                        return
+                    await self._sleep(1.0)
+                    continue
+                wait = self.heap[0].due - time.monotonic()
+                if wait > 0:
+                    await self._sleep(wait)
+                    continue
+                entry = heapq.heappop(self.heap)
+                await slots.acquire()
+                self.active += 1
+                polls.create_task(self._poll_and_release(entry, slots))
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=min(seconds, 0.2))
+
+    async def _poll_and_release(self, entry: _Due, slots: asyncio.Semaphore) -> None:
+        try:
+            await self._poll(entry)
+        finally:
+            self.active -= 1
+            slots.release()
+            self._wake.set()
+
+    def _again(self, entry: _Due) -> None:
+        entry.polls += 1
+        entry.due = time.monotonic() + self.interval(entry.polls)
+        entry.sequence = next(self._sequence)
+        heapq.heappush(self.heap, entry)
+
+    async def _poll(self, entry: _Due) -> None:
+        execution = self.execution
+        write = execution.writer.write
+        execution.hook("poll_sending", entry.key)
+        try:
+            answer = await CALLS[entry.kind].poll(  # type: ignore[misc]
+                execution.client, entry.remote_id, MediaFiles(execution.run_dir, entry.key)
+            )
+        except AuthenticationFailed:
+            execution.run_stopped = execution.run_stopped or STOP_RUN_MESSAGE
+            execution.stop.set()
+            return
+        except NotFound as error:
+            reason = f"the gateway no longer knows {entry.remote_id}: {error}"
+            await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_text()}, reason))
+            execution._count(entry.kind, FAILED)
+            return
+        except KindNotAvailable as error:
+            await write(Change(entry.key, FAILED, {"last_error": str(error)}, str(error)))
+            return
+        except (GatewayError, OSError):
+            self._again(entry)  # polls are free: try again later, the item stays where it is
+            return
+        execution.hook("poll_answered", entry.key)
+        if answer.status == "running":
+            if entry.state == SUBMITTED:
+                await write(Change(entry.key, POLLING))
+                entry.state = POLLING
+            self._again(entry)
+        else:
+            state = {"done": DONE, "failed": FAILED, "cancelled": CANCELLED}[answer.status]
+            fields: dict[str, Any] = {"finished_at": now_text()}
+            if answer.result is not None:
+                fields["result"] = answer.result
+            if answer.error:
+                fields["last_error"] = answer.error
+            await write(Change(entry.key, state, fields, answer.error))
+            execution._count(entry.kind, state)
+        execution.hook("poll_committed", entry.key)
+
+    async def cancel_remote(self) -> int:
+        """On a stop with cancel-remote: DELETE remote videos still running and record it."""
+        cancelled = 0
+        while self.heap:
+            entry = heapq.heappop(self.heap)
+            cancel = CALLS[entry.kind].cancel
+            if cancel is None:
+                continue  # V1 tasks have no cancel route: they stay to be polled on resume
+            try:
+                await cancel(self.execution.client, entry.remote_id)
+            except GatewayError:
+                continue
+            fields = {"last_error": REMOTE_CANCELLED_MESSAGE, "finished_at": now_text()}
+            await self.execution.writer.write(Change(entry.key, CANCELLED, fields, REMOTE_CANCELLED_MESSAGE))
+            self.execution._count(entry.kind, CANCELLED)
+            cancelled += 1
+        return cancelled

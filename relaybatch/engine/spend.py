@@ -1,0 +1,40 @@
+"""The spend seam: how the costs package guards and records money around each billed call.
+
+The engine calls ``reserve`` before every billed submission (False: the budget says no, so the
+item stays pending and the run stops submitting), then exactly one of ``settle`` (the call was or
+may have been charged; ``result`` is None when the outcome is unknown) or ``release`` (the call
+was definitely not charged). ``settle`` returns the item's cost when it can price it; the engine
+stores it in the item's ``cost_usd`` column and adds it to the dollars shown on the progress line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class BilledCall:
+    """What the spend guard needs to know about one billed call."""
+
+    key: str
+    item_id: str
+    job: str
+    kind: str
+    request: dict[str, Any]
+    attempt: int
+
+
+class SpendGuard(Protocol):
+    def reserve(self, call: BilledCall) -> bool:
+        """Hold the call's estimated cost against the budget; False refuses the call."""
+
+    def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
+        """The call was (or may have been) charged: turn its reservation into spend."""
+
+    def release(self, call: BilledCall) -> None:
+        """The call was not charged: give its reservation back."""
+
+    def stop_message(self) -> str:
+        """Why ``reserve`` said no, for the user (e.g. which budget was reached)."""
