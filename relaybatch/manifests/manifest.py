@@ -154,7 +154,9 @@ def _open_yaml(path: Path) -> Manifest:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise ManifestInvalid([Problem(str(path), line, None, f"is not valid YAML: {error}")]) from None
+        reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+        message = f"is not valid YAML ({reason}); check indentation, colons and quotes"
+        raise ManifestInvalid([Problem(str(path), line, None, message)]) from None
     if not isinstance(document, dict):
         raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
     try:

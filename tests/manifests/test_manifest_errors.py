@@ -1,0 +1,178 @@
+"""Every kind of mistake is reported with its file, line or row, and field, all in one list."""
+
+# Expected messages and YAML rows are written out whole, as a user sees them.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from relaybatch.manifests import ManifestInvalid, load_items, open_manifest
+
+
+def _problems(path: Path) -> list[str]:
+    with pytest.raises(ManifestInvalid) as caught:
+        load_items(path)
+    return [str(problem) for problem in caught.value.problems]
+
+
+def test_structure_mistakes_name_their_yaml_line_and_field(write) -> None:
+    manifest = write(
+        "m.yaml",
+        """
+        run:
+          concurrency: 0
+          uncertain: maybe
+        jobs:
+          - name: a
+            kind: chatt
+            model: m
+            items: []
+          - name: b
+            kind: chat
+            promt: "{x}"
+            items: []
+        """,
+    )
+    problems = _problems(manifest)
+    assert f"{manifest}:2: run.concurrency: Input should be greater than or equal to 1" in problems
+    assert any(
+        p.startswith(f"{manifest}:3: run.uncertain: Input should be 'report' or 'resend'") for p in problems
+    )
+    assert any(p.startswith(f"{manifest}:6: jobs[0].kind: Input should be 'chat'") for p in problems)
+    assert (
+        f"{manifest}:11: jobs[1].promt: is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+        in problems
+    )
+
+
+def test_a_job_needs_a_model_and_exactly_one_row_source(write) -> None:
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - {name: a, kind: chat, prompt: x, items: [{}]}
+          - {name: b, kind: chat, model: m, prompt: x}
+        """,
+    )
+    assert _problems(manifest) == [
+        f"{manifest}:2: jobs[0]: model is required for kind chat: name a model ID from GET /v1/models",
+        f"{manifest}:3: jobs[1]: give exactly one of items (inline rows) or data (a CSV, JSONL or Parquet file)",
+    ]
+
+
+def test_broken_yaml_names_its_line(write) -> None:
+    manifest = write("m.yaml", "jobs:\n  - name: a\n    kind: [chat\n")
+    (problem,) = _problems(manifest)
+    assert problem.startswith(f"{manifest}:") and "is not valid YAML" in problem
+
+
+def test_a_template_naming_a_missing_column_points_at_the_template(write, tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("id,question\n1,hi\n")
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - name: a
+            kind: chat
+            model: m
+            prompt: "{questoin}"
+            request: {max_tokens: "{limit}"}
+            carry: [topic]
+            data: d.csv
+        """,
+    )
+    problems = _problems(manifest)
+    assert problems == [
+        f"{manifest}:5: jobs[0].prompt: names column 'questoin' that d.csv does not have (columns: id, question)",
+        f"{manifest}:6: jobs[0].request.max_tokens: names column 'limit' that d.csv does not have "
+        "(columns: id, question)",
+        f"{manifest}:7: jobs[0].carry: names column 'topic' that d.csv does not have (columns: id, question)",
+    ]
+
+
+def test_a_row_missing_a_template_column_names_its_row(write) -> None:
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - name: a
+            kind: chat
+            model: m
+            prompt: "{q}"
+            items:
+              - {q: fine}
+              - {p: oops}
+        """,
+    )
+    assert _problems(manifest) == [f"{manifest}:8: has no column q that the job's templates use"]
+
+
+def test_unsafe_placeholders_are_refused(write) -> None:
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - {name: a, kind: chat, model: m, prompt: "{q.__class__}", items: [{q: x}]}
+        """,
+    )
+    (problem,) = _problems(manifest)
+    assert "jobs[0].prompt: bad placeholder {q.__class__}" in problem
+
+
+def test_missing_data_file_is_named(write) -> None:
+    manifest = write("m.yaml", "jobs:\n  - {name: a, kind: chat, model: m, prompt: x, data: none.csv}\n")
+    assert _problems(manifest) == [
+        f"{manifest}:2: jobs[0].data: data file 'none.csv' not found next to the manifest"
+    ]
+
+
+def test_bad_rows_in_a_data_file_name_the_data_file_and_line(write, tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text('{"q": "a"}\n{broken\n\n[1, 2]\n{"q": "b", "limit": "lots"}\n')
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - {name: a, kind: messages, model: m, prompt: "{q}", request: {max_tokens: "{limit}"}, data: d.jsonl}
+        """,
+    )
+    data = tmp_path / "d.jsonl"
+    assert _problems(manifest) == [
+        f"{data}:1: has no column limit that the job's templates use",
+        f"{data}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
+        "write one JSON object per line",
+        f"{data}:4: is not a JSON object; write one object per line",
+        f"{data}:5: max_tokens: 'lots' is not a number",
+    ]
+
+
+def test_image_inputs_that_cannot_be_read_name_their_row(write, tmp_path: Path, png: bytes) -> None:
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "ok.png").write_bytes(png)
+    (tmp_path / "pics" / "fake.png").write_bytes(b"not an image")
+    (tmp_path / "pics" / "d.csv").write_text("photo\nok.png\nmissing.png\nfake.png\n!!notbase64!!\n")
+    manifest = write(
+        "m.yaml",
+        "jobs:\n  - {name: a, kind: generate_content, model: m, prompt: edit, image: photo, data: pics/d.csv}\n",
+    )
+    data = tmp_path / "pics" / "d.csv"
+    assert _problems(manifest) == [
+        f"{data}:3: photo: image file 'missing.png' not found (paths are relative to {tmp_path / 'pics'})",
+        f"{data}:4: photo: 'fake.png' is not a PNG, JPEG, GIF or WEBP image",
+        f"{data}:5: photo: is neither an image file path nor valid base64 image bytes",
+    ]
+
+
+def test_all_problems_come_together_and_are_capped(write) -> None:
+    rows = "\n".join(f"      - {{n: {20 + i}}}" for i in range(30))
+    manifest = write(
+        "m.yaml",
+        f'jobs:\n  - name: a\n    kind: image\n    model: m\n    prompt: x\n    request: {{n: "{{n}}"}}\n    items:\n{rows}\n',
+    )
+    validation = open_manifest(manifest).validate(max_problems=10)
+    assert len(validation.problems) == 10 and validation.truncated == 20
+    with pytest.raises(ManifestInvalid) as caught:
+        validation.raise_if_invalid()
+    assert "... and 20 more problems" in str(caught.value)

@@ -1,0 +1,95 @@
+"""Stable item keys: same manifest, same keys; one edited row, one changed key; duplicates reported."""
+
+# Expected messages and YAML rows are written out whole, as a user sees them.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from relaybatch.manifests import ManifestInvalid, load_items, open_manifest
+
+MANIFEST = """
+    jobs:
+      - name: quiz
+        kind: chat
+        model: m
+        request: {max_tokens: 16}
+        prompt: "{q}"
+        data: d.csv
+"""
+
+
+def _keys(path: Path) -> list[str]:
+    return [item.key for item in load_items(path)]
+
+
+def test_the_same_manifest_gives_the_same_keys_on_every_load(write, tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("id,q\n1,alpha\n2,beta\n3,gamma\n")
+    manifest = write("m.yaml", MANIFEST)
+    first = _keys(manifest)
+    assert first == _keys(manifest)
+    assert len(set(first)) == 3
+
+
+def test_editing_one_row_changes_only_that_rows_key(write, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,q\n1,alpha\n2,beta\n3,gamma\n")
+    manifest = write("m.yaml", MANIFEST)
+    before = _keys(manifest)
+    data.write_text("id,q\n1,alpha\n2,BETA\n3,gamma\n")
+    after = _keys(manifest)
+    assert [b == a for b, a in zip(before, after, strict=True)] == [True, False, True]
+
+
+def test_inserting_a_row_keeps_the_other_keys(write, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,q\n1,alpha\n3,gamma\n")
+    manifest = write("m.yaml", MANIFEST)
+    before = set(_keys(manifest))
+    data.write_text("id,q\n1,alpha\n2,beta\n3,gamma\n")
+    assert before < set(_keys(manifest))
+
+
+def test_keys_ignore_yaml_key_order_and_layout(write) -> None:
+    one = write(
+        "one.yaml",
+        "jobs:\n  - {name: j, kind: chat, model: m, prompt: hi, request: {max_tokens: 5, temperature: 0.5}, items: [{}]}\n",
+    )
+    two = write(
+        "two.yaml",
+        "jobs:\n- items: [{}]\n  request:\n    temperature: 0.5\n    max_tokens: 5\n  prompt: hi\n  model: m\n  kind: chat\n  name: j\n",
+    )
+    assert _keys(one) == _keys(two)
+
+
+def test_the_key_depends_on_the_job_name(write) -> None:
+    manifest = write(
+        "m.yaml",
+        "jobs:\n  - {name: a, kind: video, model: m, prompt: x, items: [{}]}\n  - {name: b, kind: video, model: m, prompt: x, items: [{}]}\n",
+    )
+    first, second = _keys(manifest)
+    assert first != second
+
+
+def test_duplicate_items_are_reported_with_both_locations(write, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,q\n1,alpha\n2,beta\n3,alpha\n")
+    manifest = write("m.yaml", MANIFEST)
+    with pytest.raises(ManifestInvalid) as caught:
+        load_items(manifest)
+    assert [str(p) for p in caught.value.problems] == [
+        f"{data}:4: duplicates the item at {data}:2 (same job and request); remove one"
+    ]
+
+
+def test_a_repeated_item_id_in_one_job_is_reported(write, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,q\n1,alpha\n1,beta\n")
+    manifest = write("m.yaml", MANIFEST)
+    problems = open_manifest(manifest).validate().problems
+    assert [str(p) for p in problems] == [
+        f"{data}:3: id: item id '1' is already used at {data}:2; ids are unique per job"
+    ]
