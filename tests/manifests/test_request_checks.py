@@ -1,8 +1,5 @@
 """Per-kind request checks mirror the gateway's rules: a bad row fails before it costs anything."""
 
-# Expected messages and YAML rows are written out whole, as a user sees them.
-# ruff: noqa: E501
-
 from __future__ import annotations
 
 from typing import Any
