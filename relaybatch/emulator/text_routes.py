@@ -1,59 +1,196 @@
-"""The text routes (chat completions, responses, messages, generate-content), native and converter."""
+"""The text routes: chat completions, responses, messages and generate-content, native and converter.
+
+Every call follows the same steps: authenticate with the format's header, read the body, find the
+model (unknown 400, not visible 403, not a chat model 400, another family on a native route 400),
+synthesize the reply, bill it (402 before anything is produced), then answer as JSON or a stream.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from relaybatch.emulator.auth import authenticate
-from relaybatch.emulator.errors import error_response
+from relaybatch.emulator import chat, generate_content, messages, responses
+from relaybatch.emulator.answer import Answer
+from relaybatch.emulator.auth import Scheme, authenticate, default_shape
+from relaybatch.emulator.billing import token_cost
+from relaybatch.emulator.config import ModelConfig
+from relaybatch.emulator.converters import Format, family_mismatch, project_counts
+from relaybatch.emulator.errors import ErrorShape, shaped_error
+from relaybatch.emulator.parsing import BadRequest, json_object, optional_bool
+from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
+from relaybatch.emulator.streaming import frames_response
+from relaybatch.emulator.synth import ChatRequest, Reply, request_digest, synthesize
+
+# The media package's generate-content image hook (docs/emulator.md, "Seams", item 6).
+IMAGE_HOOK_MODULE = "relaybatch.emulator.media"
+IMAGE_HOOK_NAME = "generate_content_image_reply"
 
 
-def _synthetic_reply(model: str, messages: list[dict[str, Any]]) -> str:
-    last = str(messages[-1].get("content", "")) if messages else ""
-    digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:8]
-    return f"[{model}] reply {digest} to: {last[:60]}"
+@dataclass(frozen=True)
+class TextFormat:
+    name: Format
+    scheme: Scheme
+    parse: Callable[[dict[str, Any], str | None], ChatRequest]
+    render: Callable[[Answer], dict[str, Any]]
+    stream: Callable[[Answer, dict[str, Any]], Iterator[bytes]]
 
 
-async def chat_completions(request: Request) -> Response:
-    account = authenticate(request, "bearer")
+FORMATS: dict[Format, TextFormat] = {
+    "chat_completions": TextFormat("chat_completions", "bearer", chat.parse, chat.render, chat.stream),
+    "responses": TextFormat("responses", "bearer", responses.parse, responses.render, responses.stream),
+    "messages": TextFormat("messages", "anthropic", messages.parse, messages.render, messages.stream),
+    "generate_content": TextFormat(
+        "generate_content", "goog", generate_content.parse, generate_content.render, generate_content.stream
+    ),
+}
+
+
+class Refusal(Exception):
+    """A request answered with an error before any work; carries the ready response."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+def _model(state: EmulatorState, account: Account, model_id: str, shape: ErrorShape) -> ModelConfig:
+    model = state.model(model_id)
+    if model is None:
+        raise Refusal(shaped_error(shape, 400, f"unknown model '{model_id}' (GET /v1/models lists them)"))
+    if not state.can_use(account, model):
+        raise Refusal(shaped_error(shape, 403, f"this account has no access to model '{model_id}'"))
+    return model
+
+
+async def _image_reply(request: Request, account: Account, model: ModelConfig, body: dict[str, Any]) -> Reply:
+    try:
+        hook = getattr(importlib.import_module(IMAGE_HOOK_MODULE), IMAGE_HOOK_NAME)
+    except (ImportError, AttributeError):
+        raise Refusal(shaped_error(ErrorShape.GENERATE_CONTENT, 400, "image models are not served")) from None
+    outcome = await hook(request, account, model, body)
+    if isinstance(outcome, Response):
+        raise Refusal(outcome)
+    assert isinstance(outcome, Reply)
+    return outcome
+
+
+async def _reply(
+    request: Request,
+    fmt: TextFormat,
+    account: Account,
+    model: ModelConfig,
+    parsed: ChatRequest,
+    body: dict[str, Any],
+    converter: bool,
+) -> Reply:
+    shape = default_shape(fmt.scheme)
+    if model.kind == "image" and fmt.name == "generate_content":
+        return await _image_reply(request, account, model, body)
+    if model.kind != "chat":
+        raise Refusal(
+            shaped_error(shape, 400, f"model '{model.id}' is a {model.kind} model, not a chat model")
+        )
+    if not converter:
+        mismatch = family_mismatch(fmt.name, model.type_target, model.id)
+        if mismatch:
+            raise Refusal(shaped_error(shape, 400, mismatch))
+    return synthesize(parsed, model)
+
+
+def _refusal_before_parse(fmt: TextFormat, body: dict[str, Any], converter: bool) -> str | None:
+    if fmt.name != "responses":
+        return None
+    return responses.converter_refusal(body) if converter else responses.native_refusal(body)
+
+
+async def handle_text(
+    request: Request, fmt: TextFormat, *, converter: bool, path_model: str | None, stream: bool
+) -> Response:
+    state: EmulatorState = request.app.state.emulator
+    shape = default_shape(fmt.scheme)
+    account = authenticate(request, fmt.scheme)
     if isinstance(account, Response):
         return account
-    raw = await request.body()
     try:
-        body = json.loads(raw)
-    except ValueError:
-        return error_response(400, None, "Body is not valid JSON")
-    model = body.get("model") if isinstance(body, dict) else None
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(model, str) or not isinstance(messages, list):
-        return error_response(400, None, "'model' and 'messages' are required")
-    text = _synthetic_reply(model, messages)
-    prompt_tokens = max(1, len(json.dumps(messages)) // 4)
-    completion_tokens = max(1, len(text) // 4)
-    return JSONResponse(
-        {
-            "id": "chatcmpl-" + hashlib.sha256(raw).hexdigest()[:24],
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+        body = json_object(await request.body())
+        refusal = _refusal_before_parse(fmt, body, converter)
+        if refusal:
+            raise BadRequest(refusal)
+        parsed = fmt.parse(body, path_model)
+        stream = stream or optional_bool(body, "stream")
+        model = _model(state, account, parsed.model, shape)
+        reply = await _reply(request, fmt, account, model, parsed, body, converter)
+    except BadRequest as error:
+        return shaped_error(shape, 400, str(error))
+    except Refusal as refused:
+        return refused.response
+    counts = project_counts(reply.counts, fmt.name)
+    pricing = state.price_for(model.id)
+    usd = token_cost(pricing, counts) if pricing else Decimal(0)
+    usage = {"format": fmt.name, **counts.as_dict()}
+    unpaid = state.charge(
+        account, request.url.path, model.id, usd, usage, request_body_hash(request), shape=shape
     )
+    if unpaid is not None:
+        return unpaid
+    answer = Answer(reply, counts, model.id, request_digest(parsed), int(state.clock.now()))
+    if not stream:
+        return JSONResponse(fmt.render(answer))
+    if fmt.name == "generate_content" and request.query_params.get("alt") != "sse":
+        return frames_response(generate_content.stream_json_array(answer, body), "application/json")
+    return frames_response(fmt.stream(answer, body))
+
+
+def _text_endpoint(fmt_name: Format, *, converter: bool) -> Callable[[Request], Any]:
+    fmt = FORMATS[fmt_name]
+
+    async def endpoint(request: Request) -> Response:
+        return await handle_text(request, fmt, converter=converter, path_model=None, stream=False)
+
+    return endpoint
+
+
+def _generate_content_endpoint(*, converter: bool) -> Callable[[Request], Any]:
+    fmt = FORMATS["generate_content"]
+
+    async def endpoint(request: Request) -> Response:
+        model, _, action = request.path_params["target"].partition(":")
+        if action not in ("generateContent", "streamGenerateContent"):
+            message = f"no route {request.method} {request.url.path}"
+            return shaped_error(ErrorShape.GENERATE_CONTENT, 404, message)
+        stream = action == "streamGenerateContent"
+        return await handle_text(request, fmt, converter=converter, path_model=model, stream=stream)
+
+    return endpoint
 
 
 def routes() -> list[Route]:
-    return [Route("/v1/chat/completions", chat_completions, methods=["POST"])]
+    native = [
+        ("/v1/chat/completions", "chat_completions"),
+        ("/v1/responses", "responses"),
+        ("/v1/messages", "messages"),
+    ]
+    converters = [
+        ("/openai/v1/chat/completions", "chat_completions"),
+        ("/openai/v1/responses", "responses"),
+        ("/anthropic/v1/messages", "messages"),
+    ]
+    table: list[Route] = []
+    for path, name in native:
+        table.append(Route(path, _text_endpoint(name, converter=False), methods=["POST"]))  # type: ignore[arg-type]
+    for path, name in converters:
+        table.append(Route(path, _text_endpoint(name, converter=True), methods=["POST"]))  # type: ignore[arg-type]
+    table.append(
+        Route("/v1beta/models/{target}", _generate_content_endpoint(converter=False), methods=["POST"])
+    )
+    table.append(
+        Route("/gemini/v1beta/models/{target}", _generate_content_endpoint(converter=True), methods=["POST"])
+    )
+    return table
