@@ -72,7 +72,7 @@ async def json_object(request: Request) -> dict[str, Any]:
 
 
 def invalid(problem: InvalidMediaRequest) -> Response:
-    return error_response(400, None, problem.message)
+    return error_response(problem.status, None, problem.message)
 
 
 def models_of_kind(state: EmulatorState, kinds: Iterable[str]) -> list[ModelConfig]:
@@ -83,15 +83,17 @@ def models_of_kind(state: EmulatorState, kinds: Iterable[str]) -> list[ModelConf
 def resolve_model(
     state: EmulatorState, account: Account, model_id: Any, kinds: tuple[str, ...], route: str
 ) -> ModelConfig:
-    """The catalog entry for a request's ``model``; 400 when missing, unknown or of another kind.
-
-    A model the account may not use is reported as unknown, as the catalog hides it from that account.
-    """
+    """The catalog entry for a request's ``model``; 400 when missing, unknown or of another kind,
+    403 when the account may not use it (as the core's routes answer)."""
     if not isinstance(model_id, str) or not model_id:
         raise InvalidMediaRequest("'model' is required", param="model")
     model = state.model(model_id)
-    if model is None or not state.can_use(account, model):
+    if model is None:
         raise InvalidMediaRequest(f"unknown model '{model_id}'", param="model")
+    if not state.can_use(account, model):
+        raise InvalidMediaRequest(
+            f"this account has no access to model '{model_id}'", param="model", status=403
+        )
     if model.kind not in kinds:
         usable = ", ".join(m.id for m in models_of_kind(state, kinds) if state.can_use(account, m))
         raise InvalidMediaRequest(

@@ -107,6 +107,12 @@ async def images_generations(request: Request) -> Response:
     try:
         body = await json_object(request)
         model = resolve_model(state, account, body.get("model"), ("image",), ROUTE)
+        if model.type_target == "gemini":
+            raise InvalidMediaRequest(
+                f"model '{model.id}' is not served by {ROUTE}: generate-content image models "
+                f"generate through POST /v1beta/models/{model.id}:generateContent",
+                param="model",
+            )
         traits = ImageModelTraits.from_options(model.options)
         image_request = validate_image_request(
             body, model=model.id, traits=traits, max_edge=settings.images.max_custom_edge

@@ -9,6 +9,7 @@ from starlette.responses import JSONResponse, Response
 
 from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.billing import TokenCounts, token_cost
+from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.common import (
     emulator_state,
     invalid,
@@ -30,13 +31,16 @@ async def typed_judgment(request: Request) -> Response:
         return account
     state = emulator_state(request)
     settings = media_store(request).settings.judgment
-    usable = {m.id for m in models_of_kind(state, ("judgment",)) if state.can_use(account, m)}
+    judgment_models = {m.id for m in models_of_kind(state, ("judgment",))}
     try:
         body = await json_object(request)
-        questions = validate_judgment_request(body, judgment_models=usable)
+        questions = validate_judgment_request(body, judgment_models=judgment_models)
     except InvalidMediaRequest as problem:
         return invalid(problem)
     model = str(body["model"])
+    catalog_entry = state.model(model)
+    if catalog_entry is None or not state.can_use(account, catalog_entry):
+        return error_response(403, None, f"this account has no access to model '{model}'")
     usage = judgment_usage(body["state"], questions)
     pricing = state.price_for(model)
     # Output is free whatever the table says: only input tokens are priced.

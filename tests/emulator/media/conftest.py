@@ -1,0 +1,70 @@
+"""Fixtures of the media conformance tests: an emulator on a frozen clock, raw HTTP clients."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from relaybatch.emulator import create_app, load_config
+from relaybatch.emulator.clock import Clock
+from relaybatch.emulator.config import EmulatorConfig
+from relaybatch.emulator.state import EmulatorState
+
+DEMO_KEY = "rb-demo-key"
+OTHER_KEY = "rb-standard-key"  # a second account, for "another account's id" checks
+EMPTY_KEY = "rb-empty-key"  # balance 0: every billed call is refused
+REVOKED_KEY = "rb-revoked-key"
+RESTRICTED_KEY = "rb-restricted-key"  # may call chat models only
+START = 1_800_000_000.0
+
+
+def bearer(key: str = DEMO_KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+AppFactory = Callable[..., Starlette]
+
+
+@pytest.fixture(scope="session")
+def shipped_config() -> EmulatorConfig:
+    return load_config()
+
+
+@pytest.fixture
+def make_app(shipped_config: EmulatorConfig) -> AppFactory:
+    """An app from the shipped config, with optional ``media:`` settings, on a frozen clock."""
+
+    def build(media: dict[str, Any] | None = None) -> Starlette:
+        # A deep copy: a test may change prices, and the next test must see the shipped ones.
+        config = shipped_config.model_copy(deep=True)
+        if media is not None:
+            config = config.model_copy(update={"media": media})
+        return create_app(config, clock=Clock(start=START))
+
+    return build
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> Starlette:
+    return make_app()
+
+
+@pytest.fixture
+def state(app: Starlette) -> EmulatorState:
+    emulator: EmulatorState = app.state.emulator
+    return emulator
+
+
+@pytest.fixture
+async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://emulator.local") as client:
+        yield client
+
+
+def charges(state: EmulatorState, route: str) -> list[Any]:
+    return [charge for charge in state.ledger if charge.route == route]
