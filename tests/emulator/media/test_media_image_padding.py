@@ -74,7 +74,7 @@ async def test_slow_upstream_pads_with_whitespace_then_json(padded_http: httpx.A
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     assert response.content[:1] == b"\n"  # the first byte is not "{"
-    padding, document = response.content.split(b"{", 1)
+    padding, _document = response.content.split(b"{", 1)
     assert padding.strip() == b""
     assert json.loads(response.content)["data"][0]["b64_json"]
 
