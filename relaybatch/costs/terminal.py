@@ -1,0 +1,62 @@
+"""`relaybatch report`: spend tables in the terminal, and the dashboards written to disk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from relaybatch.costs.dashboard import write_dashboard
+from relaybatch.costs.report import DASHBOARD_NAME, RunSpend, display_usd, load_spend, run_folders
+from relaybatch.errors import UserError
+
+COMBINED_DASHBOARD_NAME = "relaybatch-report.html"
+TABLES = (("job", ("run", "job")), ("model", ("model", "provider")), ("kind", ("kind",)), ("day", ("day",)))
+
+
+def parse_since(value: str | None) -> date | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise UserError(f"--since {value!r}: expected a UTC day such as 2026-11-22") from None
+
+
+def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
+    table = Table(*columns, "calls", "USD", "unknown price", title=f"Spend by {title}")
+    for line in spend.by(*columns):
+        table.add_row(*line.key, str(line.calls), display_usd(line.usd), str(line.unknown_calls or ""))
+    table.add_section()
+    unknown = str(spend.unknown_calls or "")
+    table.add_row(
+        "total", *[""] * (len(columns) - 1), str(len(spend.records)), display_usd(spend.total_usd), unknown
+    )
+    return table
+
+
+def run_report(
+    console: Console, runs_dir: Path, names: Sequence[str], since: str | None, dashboards_dir: Path
+) -> list[Path]:
+    """Print the spend tables and write the dashboards; returns the dashboard paths."""
+    day = parse_since(since)
+    spend = load_spend(runs_dir, names, day)
+    for title, columns in TABLES:
+        console.print(spend_table(spend, title, columns))
+    if spend.unknown_calls:
+        console.print(
+            f"{spend.unknown_calls} call(s) have an unknown price: their USD counts only the priced part "
+            "(see unknown_prices in ledger.parquet)"
+        )
+    written = []
+    for folder in run_folders(runs_dir, names):
+        own = load_spend(runs_dir, [folder.name], day)
+        written.append(write_dashboard(own, folder / DASHBOARD_NAME, f"relaybatch: {folder.name}"))
+    title = f"relaybatch: {', '.join(spend.runs)}" if spend.runs else "relaybatch"
+    written.append(write_dashboard(spend, dashboards_dir / COMBINED_DASHBOARD_NAME, title))
+    for path in written:
+        console.print(f"dashboard: {path}")
+    return written

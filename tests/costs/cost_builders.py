@@ -1,0 +1,88 @@
+"""Small builders shared by the cost tests: ledger rows, run folders, a checkpoint event log."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+from relaybatch.costs.ledger import CostStore, build_row
+from relaybatch.costs.price import price_call
+from relaybatch.costs.pricing import judgment_prices, parse_pricing, web_search_prices
+from relaybatch.costs.usage import UsageCounts
+
+START = datetime.fromisoformat("2026-11-20T10:00:00+00:00")
+CHAT_PRICES = parse_pricing(
+    {"data": {"id": "chat-model", "pricing": {"text": {"prompt": "0.000003", "completion": "0.000015"}}}}
+)
+IMAGE_PRICES = parse_pricing(
+    {
+        "data": {
+            "id": "image-model",
+            "pricing": {"kind": "generation", "generation": {"image": {"per_image": "0.04"}}},
+        }
+    }
+)
+
+
+def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
+    """A run folder with charges over two days in three jobs; returns every call's USD."""
+    store = CostStore(run_dir / "costs.sqlite")
+    amounts = []
+    calls = [
+        ("chat", "summaries", "chat-model", CHAT_PRICES, UsageCounts(input_tokens=1000, output_tokens=200)),
+        ("image", "covers", "image-model", IMAGE_PRICES, UsageCounts(images=2)),
+        ("judgment", "labels", "judge", judgment_prices("judge"), UsageCounts(input_tokens=5000)),
+        ("web_search", "labels", "search", web_search_prices("search"), UsageCounts(requests=1)),
+        ("chat", "summaries", "unpriced", None, UsageCounts(input_tokens=10)),
+    ]
+    try:
+        for index in range(20):
+            kind, job, model, prices, usage = calls[index % len(calls)]
+            cost = price_call(prices, usage)
+            amounts.append(cost.usd if cost.usd is not None else cost.known_usd)
+            store.record(
+                build_row(
+                    run=run,
+                    job=job,
+                    item_id=f"{job}-{index}",
+                    item_key=f"key{index:03d}",
+                    kind=kind,
+                    model=model,
+                    provider=None,
+                    usage=usage,
+                    cost=cost,
+                    charged_at=START + timedelta(hours=index * 2),
+                    latency_seconds=0.2 * (index % 4 + 1),
+                )
+            )
+    finally:
+        store.close()
+    return amounts
+
+
+def write_checkpoint_events(run_dir: Path, count: int = 20) -> None:
+    """A checkpoint file with the two tables the report reads: items (kind) and events."""
+    connection = sqlite3.connect(run_dir / "checkpoint.sqlite")
+    with connection:
+        connection.execute("create table items (key text primary key, kind text)")
+        connection.execute(
+            "create table events (id integer primary key, key text, state text, detail text, at text)"
+        )
+        for index in range(count):
+            key, sent = f"key{index:03d}", START + timedelta(minutes=index // 3)
+            finished = sent + timedelta(seconds=0.3 * (index % 5 + 1))
+            end_state, detail = (
+                ("failed", "429 rate_limit_error: slow down") if index % 7 == 0 else ("done", None)
+            )
+            connection.execute("insert into items values (?, ?)", (key, "chat" if index % 2 else "image"))
+            connection.execute(
+                "insert into events (key, state, detail, at) values (?, 'sending', null, ?)",
+                (key, sent.isoformat()),
+            )
+            connection.execute(
+                "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
+                (key, end_state, detail, finished.isoformat()),
+            )
+    connection.close()

@@ -1,0 +1,107 @@
+"""Spend reports: exact sums by job, model, kind and day; the ledger Parquet; `relaybatch report`."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from cost_builders import fill_cost_store, write_checkpoint_events
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.costs.ledger import MONEY
+from relaybatch.costs.report import load_spend
+
+D = Decimal
+
+
+def make_run(runs_dir: Path, name: str = "demo") -> list[Decimal]:
+    run_dir = runs_dir / name
+    run_dir.mkdir(parents=True)
+    amounts = fill_cost_store(run_dir, run=name)
+    write_checkpoint_events(run_dir)
+    return amounts
+
+
+def test_spend_by_job_model_kind_and_day_sums_exactly(tmp_path: Path) -> None:
+    amounts = make_run(tmp_path)
+    spend = load_spend(tmp_path, ["demo"])
+    # 4 rounds of: chat 0.006, image 0.08, judgment 0.00021, search 0.05, unpriced chat (known part 0).
+    assert spend.total_usd == sum(amounts) == D("0.54484")
+    by_job = {line.key: (line.calls, line.usd, line.unknown_calls) for line in spend.by("job")}
+    assert by_job == {
+        ("covers",): (4, D("0.32"), 0),
+        ("labels",): (8, D("0.20084"), 0),
+        ("summaries",): (8, D("0.024"), 4),
+    }
+    by_day = {line.key[0]: line.usd for line in spend.by("day")}
+    # Charges every 2 hours from 10:00 on the 20th: 7 on the 20th, 12 on the 21st, 1 on the 22nd.
+    assert list(by_day) == ["2026-11-20", "2026-11-21", "2026-11-22"]
+    assert sum(by_day.values()) == D("0.54484")
+    assert {line.key[0] for line in spend.by("kind")} == {"chat", "image", "judgment", "web_search"}
+
+
+def test_since_keeps_charges_from_that_day_on(tmp_path: Path) -> None:
+    make_run(tmp_path)
+    spend = load_spend(tmp_path, ["demo"], since=date(2026, 11, 22))
+    assert len(spend.records) == 1
+    assert spend.records[0]["day"] == "2026-11-22"
+
+
+def test_ledger_parquet_keeps_money_as_exact_decimals(tmp_path: Path) -> None:
+    make_run(tmp_path)
+    load_spend(tmp_path, ["demo"])
+    table = pq.read_table(tmp_path / "demo" / "ledger.parquet")
+    assert table.num_rows == 20
+    assert table.schema.field("usd").type == MONEY
+    assert table.schema.field("price_input").type == pa.decimal128(38, 18)
+    assert table.schema.field("input_tokens").type == pa.int64()
+    rows = table.to_pylist()
+    judgment = next(row for row in rows if row["kind"] == "judgment")
+    assert judgment["usd"] == D("0.00021")  # 5000 x 0.000000042
+    assert judgment["price_input"] == D("0.000000042")
+    unpriced = next(row for row in rows if row["model"] == "unpriced")
+    assert unpriced["usd"] is None and unpriced["priced"] is False
+    assert unpriced["unknown_prices"] == "text.prompt"
+    assert sum((row["usd"] or row["known_usd"] for row in rows), D(0)) == D("0.54484")
+
+
+def test_report_command_prints_tables_and_writes_dashboards(tmp_path: Path) -> None:
+    make_run(tmp_path / "runs", "first")
+    make_run(tmp_path / "runs", "second")
+    dashboards = tmp_path / "dashboards"
+    result = CliRunner().invoke(
+        app, ["report", "--runs-dir", str(tmp_path / "runs"), "--dashboards-dir", str(dashboards)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Spend by job" in result.output and "Spend by day" in result.output
+    assert "$1.089680" in result.output  # two runs of 0.54484
+    assert (tmp_path / "runs" / "first" / "dashboard.html").exists()
+    assert (dashboards / "relaybatch-report.html").exists()
+    assert f"dashboard: {dashboards / 'relaybatch-report.html'}" in result.output.replace("\n", "")
+
+
+def test_report_of_one_run_since_a_day(tmp_path: Path) -> None:
+    make_run(tmp_path / "runs", "first")
+    make_run(tmp_path / "runs", "second")
+    arguments = ["report", "second", "--since", "2026-11-21", "--runs-dir", str(tmp_path / "runs")]
+    result = CliRunner().invoke(app, [*arguments, "--dashboards-dir", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "first" not in result.output
+    assert "2026-11-20" not in result.output
+
+
+def test_report_errors_are_one_line_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    bad_day = CliRunner().invoke(
+        app, ["report", "--since", "yesterday", "--runs-dir", str(tmp_path / "runs")]
+    )
+    assert bad_day.exit_code == 1
+    assert "--since 'yesterday'" in bad_day.output
+    missing = CliRunner().invoke(app, ["report", "nope", "--runs-dir", str(tmp_path / "runs")])
+    assert missing.exit_code == 1
+    assert "no run named nope" in missing.output
+    assert "Traceback" not in missing.output
