@@ -208,9 +208,24 @@ def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
 
 @app.command()
 @reports_user_errors
-def report() -> None:
-    """Spend by job, model, kind and day, and an HTML dashboard."""
-    not_built("report")
+def report(
+    run_names: Annotated[
+        list[str] | None, typer.Argument(metavar="[RUN]...", help="Runs to report [default: every run].")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only charges on or after this UTC day (YYYY-MM-DD).")
+    ] = None,
+    runs_dir: RunsDirOption = None,
+    dashboards_dir: Annotated[
+        Path, typer.Option("--dashboards-dir", help="Folder for the combined HTML dashboard.")
+    ] = Path("dashboards"),
+) -> None:
+    """Spend by job, model, kind and day, and an HTML dashboard (per run, and combined)."""
+    from relaybatch.costs.terminal import run_report
+    from relaybatch.settings import Settings
+
+    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir)
 
 
 @emulator_app.command("serve")
