@@ -41,6 +41,8 @@ RECOVERY_PER_SECOND = 0.02
 # Pause after a 429 that names no reset time: long enough for a per-second window to roll over.
 DEFAULT_PAUSE_SECONDS = 1.0
 MAX_PAUSE_SECONDS = 120.0
+# A granted request with no answer after this long (a dropped connection) stops counting as in flight.
+UNANSWERED_TTL_SECONDS = 60.0
 # The highest published plan limit; used only when an unconfigured run gets a 429 with no hint.
 OPEN_BUCKET_FALLBACK_RPM = 600.0
 
@@ -81,6 +83,13 @@ def _reported_rpm(headers: Mapping[str, str], rate_limit: Mapping[str, Any] | No
     except ValueError:
         return None
     return value if value > 0 else None
+
+
+def _remaining(headers: Mapping[str, str]) -> float | None:
+    try:
+        return float(_header(headers, REMAINING_HEADER) or "")
+    except ValueError:
+        return None
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -133,6 +142,8 @@ class AdaptiveTokenBucket:
         self._queues: dict[Lane, deque[asyncio.Future[None]]] = {"submit": deque(), "poll": deque()}
         self._virtual_time: dict[Lane, float] = {"submit": 0.0, "poll": 0.0}
         self._dispatcher: asyncio.Task[None] | None = None
+        # Grant times of requests not answered yet; a request that never answers ages out.
+        self._unanswered: deque[float] = deque()
         self.granted: dict[Lane, int] = {"submit": 0, "poll": 0}
         self.rate_limited = 0
         self.pauses = 0
@@ -151,14 +162,19 @@ class AdaptiveTokenBucket:
         return self._rate_per_minute / 60.0 * self._shares["poll"]
 
     def stats(self) -> LimiterStats:
-        return LimiterStats({lane: count for lane, count in self.granted.items()}, self.rate_limited, self.pauses, self._rate_per_minute)
+        return LimiterStats(
+            {lane: count for lane, count in self.granted.items()},
+            self.rate_limited,
+            self.pauses,
+            self._rate_per_minute,
+        )
 
     # -- Limiter protocol -------------------------------------------------------------------
 
     async def acquire(self, purpose: RequestPurpose = "submit") -> None:
         lane: Lane = "poll" if purpose == "poll" else "submit"
         if not self._queues["submit"] and not self._queues["poll"] and self._take_token():
-            self.granted[lane] += 1
+            self._granted(lane)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self._queues[lane]:
@@ -176,6 +192,8 @@ class AdaptiveTokenBucket:
         headers: Mapping[str, str],
         rate_limit: Mapping[str, Any] | None = None,
     ) -> None:
+        if self._unanswered:
+            self._unanswered.popleft()
         reported = _reported_rpm(headers, rate_limit)
         if reported is not None:
             self._learn(reported)
@@ -185,11 +203,14 @@ class AdaptiveTokenBucket:
                 self._decrease()
             self._pause(_retry_after(headers) or DEFAULT_PAUSE_SECONDS)
             return
-        remaining = _header(headers, REMAINING_HEADER)
-        if remaining is not None and remaining.strip() in ("0", "0.0"):
-            reset = parse_duration(_header(headers, RESET_HEADER))
-            if reset:
-                self._pause(reset)
+        remaining = _remaining(headers)
+        if remaining is not None:
+            if remaining <= 0:
+                reset = parse_duration(_header(headers, RESET_HEADER))
+                if reset:
+                    self._pause(reset)
+            elif self._rate_per_minute is not None:
+                self._cap_to_remaining(remaining)
         self._recover()
 
     # -- rate learning ------------------------------------------------------------------------
@@ -235,7 +256,7 @@ class AdaptiveTokenBucket:
         if until > self._paused_until:
             self._paused_until = until
             self.pauses += 1
-        self._tokens = 0.0  # after the pause the run ramps up at the rate, not with a burst
+        self._tokens = min(self._tokens, 0.0)  # after the pause: ramp up at the rate, no burst
         self._refilled_at = max(self._refilled_at, until)
 
     # -- the bucket ---------------------------------------------------------------------------
@@ -265,6 +286,19 @@ class AdaptiveTokenBucket:
             return True
         return False
 
+    def _granted(self, lane: Lane) -> None:
+        self.granted[lane] += 1
+        now = self._clock()
+        self._unanswered.append(now)
+        while self._unanswered and self._unanswered[0] < now - UNANSWERED_TTL_SECONDS:
+            self._unanswered.popleft()
+
+    def _cap_to_remaining(self, remaining: float) -> None:
+        """The server's count is the truth: never hold more tokens than the requests it still
+        admits, less those already on their way. Tokens may go below zero: a debt to wait out."""
+        self._refill()
+        self._tokens = min(self._tokens, remaining - len(self._unanswered))
+
     def _seconds_until_token(self) -> float:
         now = self._clock()
         if now < self._paused_until:
@@ -272,6 +306,10 @@ class AdaptiveTokenBucket:
         if self._rate_per_minute is None:
             return 0.0
         return max(0.0, (1.0 - self._tokens) * 60.0 / self._rate_per_minute)
+
+    @property
+    def unanswered(self) -> int:
+        return len(self._unanswered)
 
     # -- the dispatcher: hands tokens to waiters, fairest lane first --------------------------
 
@@ -294,7 +332,7 @@ class AdaptiveTokenBucket:
             if not self._take_token():
                 return lane
             self._queues[lane].popleft().set_result(None)
-            self.granted[lane] += 1
+            self._granted(lane)
             self._virtual_time[lane] += 1.0 / self._shares[lane]
         return None
 

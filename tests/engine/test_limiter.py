@@ -158,3 +158,17 @@ def test_poll_budget_follows_the_rate(clock: FakeClock) -> None:
     limiter = bucket(clock, 120, poll_share=0.5)
     assert limiter.poll_budget_per_second() == pytest.approx(1.0)
     assert bucket(clock, None).poll_budget_per_second() is None
+
+
+async def test_tokens_never_exceed_what_the_server_still_admits(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=10)  # 10 tokens ready, 10 per second
+    await limiter.acquire()  # one request on its way
+
+    limiter.observe(200, {"x-ratelimit-limit-requests": "606", "x-ratelimit-remaining-requests": "3"})
+    await limiter.acquire()  # the in-flight count went back to 0: 3 slots left
+    await limiter.acquire()
+    await limiter.acquire()
+    before = clock.now
+    await limiter.acquire()
+
+    assert clock.now - before == pytest.approx(0.1, abs=0.01)  # the 4th waited for a new token
