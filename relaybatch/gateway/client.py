@@ -18,7 +18,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from relaybatch.gateway.auth import AuthStyle, auth_headers
 from relaybatch.gateway.catalog_types import ModelList, PricingResponse
 from relaybatch.gateway.chat_types import ChatCompletion, ChatCompletionRequest
-from relaybatch.gateway.errors import BrokenResponse, InvalidRequest, UnexpectedResponse
+from relaybatch.gateway.errors import InvalidRequest, UnexpectedResponse
 from relaybatch.gateway.generate_content_types import GenerateContentRequest, GenerateContentResponse
 from relaybatch.gateway.judgment_types import TypedJudgment, TypedJudgmentRequest
 from relaybatch.gateway.media import MediaFile, write_stream_to_file
@@ -109,7 +109,7 @@ class GatewayClient:
             body.setdefault("stream_options", {"include_usage": True})
         call = self._chat_call(self._routes.chat_completions(converter), AuthStyle.BEARER, body)
         if stream:
-            return await self._stream(call, ChatCompletionAggregator())
+            return await self._stream(call, ChatCompletionAggregator)
         return await self._json(call, ChatCompletion)
 
     async def responses(
@@ -118,7 +118,7 @@ class GatewayClient:
         body = _request_body(ResponsesRequest, request, stream=stream)
         call = self._chat_call(self._routes.responses(converter), AuthStyle.BEARER, body)
         if stream:
-            return await self._stream(call, ResponsesAggregator())
+            return await self._stream(call, ResponsesAggregator)
         return await self._json(call, Response)
 
     async def messages(
@@ -127,7 +127,7 @@ class GatewayClient:
         body = _request_body(MessagesRequest, request, stream=stream)
         call = self._chat_call(self._routes.messages(converter), AuthStyle.MESSAGES, body)
         if stream:
-            return await self._stream(call, MessagesAggregator())
+            return await self._stream(call, MessagesAggregator)
         return await self._json(call, Message)
 
     async def generate_content(
@@ -140,7 +140,7 @@ class GatewayClient:
             path, AuthStyle.GENERATE_CONTENT, body, params={"alt": "sse"} if stream else None
         )
         if stream:
-            return await self._stream(call, GenerateContentAggregator())
+            return await self._stream(call, GenerateContentAggregator)
         return await self._json(call, GenerateContentResponse)
 
     def _chat_call(
@@ -186,11 +186,10 @@ class GatewayClient:
             "other",
             timeout=self._timeouts.download(),
         )
-        async with self._sender.open(call) as response:
-            try:
-                return await write_stream_to_file(response.aiter_bytes(), Path(path))
-            except httpx.TransportError as exc:
-                raise BrokenResponse(f"{call.label}: download cut off ({type(exc).__name__})") from None
+        target = Path(path)
+        return await self._sender.run(
+            call, lambda response: write_stream_to_file(response.aiter_bytes(), target)
+        )
 
     async def video_v1_create(self, request: RequestLike) -> TaskCreated:
         body = _request_body(VideoV1CreateRequest, request)
@@ -248,19 +247,17 @@ class GatewayClient:
                 f"{call.label}: answer does not match {result_type.__name__}: {exc}"
             ) from None
 
-    async def _stream(self, call: Call, aggregator: Aggregator[ModelT]) -> ModelT:
-        async with self._sender.open(call) as response:
+    async def _stream(self, call: Call, new_aggregator: Callable[[], Aggregator[ModelT]]) -> ModelT:
+        async def aggregate(response: httpx.Response) -> ModelT:
+            aggregator = new_aggregator()
+            async for event in read_events(response.aiter_lines()):
+                aggregator.feed(event)
             try:
-                async for event in read_events(response.aiter_lines()):
-                    aggregator.feed(event)
-            except httpx.TransportError as exc:
-                raise self._sender.unanswered_stream(call, exc) from None
-        try:
-            return aggregator.result()
-        except BrokenResponse as exc:
-            raise self._sender.unanswered(call, exc) from None
-        except ValidationError as exc:
-            raise UnexpectedResponse(f"{call.label}: streamed answer does not validate: {exc}") from None
+                return aggregator.result()
+            except ValidationError as exc:
+                raise UnexpectedResponse(f"{call.label}: streamed answer does not validate: {exc}") from None
+
+        return await self._sender.run(call, aggregate)
 
 
 def _request_body(

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -41,6 +40,7 @@ from relaybatch.gateway.transport import never_sent
 from relaybatch.limiting import Limiter, RequestPurpose
 
 Sleep = Callable[[float], Awaitable[None]]
+ResultT = TypeVar("ResultT")
 
 
 @dataclass(frozen=True)
@@ -75,26 +75,15 @@ class Sender:
 
     async def json(self, call: Call) -> Any:
         """Send and return the parsed JSON body of a success answer."""
-        async with self.open(call) as response:
-            try:
-                raw = await response.aread()
-            except httpx.TransportError as exc:
-                raise self.unanswered(call, _transport_error(call, exc, self.http.timeout)) from None
         try:
-            # json.loads skips leading whitespace, so the padding chunks long image requests get
-            # before the document need no special case.
-            body = json.loads(raw)
-        except ValueError:
-            broken = BrokenResponse(f"{call.label}: the answer is not complete JSON ({len(raw)} bytes)")
-            raise self.unanswered(call, broken) from None
-        if error_fields(body) is not None and not isinstance(body, list):
-            # An error written after a 200 status (e.g. behind padding) is still an error answer.
-            raise self._final_status_error(call, error_from_response(response.status_code, {}, body))
-        return body
+            return await self.run(call, self._parse_json)
+        except _AnsweredWithError as answered:
+            raise self._final_status_error(call, answered.error) from None
 
-    @asynccontextmanager
-    async def open(self, call: Call) -> AsyncIterator[httpx.Response]:
-        """A success response whose body is not read yet; error answers were raised or retried."""
+    async def run(self, call: Call, consume: Callable[[httpx.Response], Awaitable[ResultT]]) -> ResultT:
+        """Send ``call`` and hand a success answer to ``consume`` (read JSON, aggregate a stream,
+        write a file). Error answers, dropped connections and cut-off bodies are retried or raised
+        here, by the same rules whichever way the body is read."""
         attempt = 0
         while True:
             attempt += 1
@@ -103,18 +92,21 @@ class Sender:
                 response = await self.http.send(self._build(call), stream=True)
             except httpx.TransportError as exc:
                 failure = _transport_error(call, exc, self.http.timeout)
-                safe = isinstance(failure, ConnectFailed)
-                if attempt < self.policy.max_attempts and may_retry_unanswered(
-                    call.kind, never_sent=safe, policy=self.policy
-                ):
-                    await self.sleep(retry_delay(attempt, self.policy, {}, self.random_fraction()))
-                    continue
-                raise self.unanswered(call, failure) from None
+                if not await self._may_retry_unanswered(call, attempt, failure):
+                    raise self._unanswered(call, failure) from None
+                continue
             try:
                 if response.status_code < 400:
                     self._observe(response, None)
-                    yield response
-                    return
+                    try:
+                        return await consume(response)
+                    except httpx.TransportError as exc:
+                        failure = _transport_error(call, exc, self.http.timeout)
+                    except BrokenResponse as exc:
+                        failure = exc
+                    if not await self._may_retry_unanswered(call, attempt, failure):
+                        raise self._unanswered(call, failure) from None
+                    continue
                 error = await self._read_error(call, response)
             finally:
                 await response.aclose()
@@ -122,6 +114,30 @@ class Sender:
                 await self.sleep(retry_delay(attempt, self.policy, error.headers, self.random_fraction()))
                 continue
             raise self._final_status_error(call, error)
+
+    async def _may_retry_unanswered(self, call: Call, attempt: int, failure: TransportError) -> bool:
+        """Wait and say yes when a request that got no usable answer may be sent again."""
+        safe = isinstance(failure, ConnectFailed)
+        if attempt >= self.policy.max_attempts:
+            return False
+        if not may_retry_unanswered(call.kind, never_sent=safe, policy=self.policy):
+            return False
+        await self.sleep(retry_delay(attempt, self.policy, {}, self.random_fraction()))
+        return True
+
+    async def _parse_json(self, response: httpx.Response) -> Any:
+        raw = await response.aread()
+        try:
+            # json.loads skips leading whitespace, so the padding chunks long image requests get
+            # before the document need no special case.
+            body = json.loads(raw)
+        except ValueError:
+            label = f"{response.request.method} {response.request.url.path}"
+            raise BrokenResponse(f"{label}: the answer is not complete JSON ({len(raw)} bytes)") from None
+        if isinstance(body, dict) and error_fields(body) is not None:
+            # An error written after a 200 status (behind padding, say) is still an error answer.
+            raise _AnsweredWithError(error_from_response(response.status_code, {}, body))
+        return body
 
     def _build(self, call: Call) -> httpx.Request:
         headers = {**self.headers_for(call.auth), **call.extra_headers}
@@ -146,21 +162,25 @@ class Sender:
     def _observe(self, response: httpx.Response, rate_limit: Mapping[str, Any] | None) -> None:
         self.limiter.observe(response.status_code, response.headers, rate_limit)
 
-    def unanswered(self, call: Call, error: GatewayError) -> GatewayError:
+    def _unanswered(self, call: Call, error: GatewayError) -> GatewayError:
         """No usable answer: for billed work that may have reached the gateway, the outcome is unknown."""
         if call.kind is CallKind.READ or isinstance(error, ConnectFailed):
             return error
         return OutcomeUnknown(call.label, error)
-
-    def unanswered_stream(self, call: Call, exc: httpx.TransportError) -> GatewayError:
-        """A stream cut off mid-way: the call was answered in part, so it counts as unanswered."""
-        return self.unanswered(call, _transport_error(call, exc, self.http.timeout))
 
     def _final_status_error(self, call: Call, error: APIStatusError) -> GatewayError:
         """A create the gateway may have processed before failing (5xx, 529) has an unknown outcome."""
         if call.kind is CallKind.BILLED_CREATE and (error.status >= 500 or error.status < 400):
             return OutcomeUnknown(call.label, error)
         return error
+
+
+class _AnsweredWithError(Exception):
+    """Carries an error document found in a success answer out of ``run`` without retrying it."""
+
+    def __init__(self, error: APIStatusError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _transport_error(call: Call, exc: httpx.TransportError, default: httpx.Timeout) -> TransportError:
