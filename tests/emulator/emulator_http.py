@@ -1,0 +1,51 @@
+"""Request helpers for the emulator conformance suite: the auth headers of each family, small bodies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+DEMO_KEY = "rb-demo-key"
+REVOKED_KEY = "rb-revoked-key"
+
+
+def bearer(key: str = DEMO_KEY) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def anthropic(key: str = DEMO_KEY) -> dict[str, str]:
+    return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+
+
+def goog(key: str = DEMO_KEY) -> dict[str, str]:
+    return {"x-goog-api-key": key}
+
+
+def user_chat(model: str = "relay-chat-small", text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": text}], **extra}
+
+
+def user_responses(model: str = "relay-chat-small", text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "input": text, **extra}
+
+
+def user_messages(model: str = "relay-claude-haiku", text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "max_tokens": 256, "messages": [{"role": "user", "content": text}], **extra}
+
+
+def user_contents(text: str = "hello", **extra: Any) -> dict[str, Any]:
+    return {"contents": [{"role": "user", "parts": [{"text": text}]}], **extra}
+
+
+def sse_data(body: str) -> list[Any]:
+    """The JSON payloads of an SSE body's ``data:`` lines (``[DONE]`` kept as a string)."""
+    payloads: list[Any] = []
+    for line in body.splitlines():
+        if line.startswith("data: "):
+            data = line[len("data: ") :]
+            payloads.append(data if data == "[DONE]" else json.loads(data))
+    return payloads
+
+
+def sse_events(body: str) -> list[str]:
+    return [line[len("event: ") :] for line in body.splitlines() if line.startswith("event: ")]
