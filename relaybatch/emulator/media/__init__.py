@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -41,17 +42,20 @@ def routes() -> list[Route]:
     ]
 
 
-def generate_content_image_reply(
+async def generate_content_image_reply(
     request: Request, account: Account, model: ModelConfig, body: dict[str, Any]
 ) -> Reply | Response:
     """An image model's generate-content answer for the core to bill and render.
 
     The account is already authenticated; billing stays with the core, from the counts here.
+    Drawing runs in a worker thread so a large picture does not stall the event loop.
     """
     del account  # the answer does not depend on who asks
     settings = media_store(request).settings
     try:
-        plan = plan_image_reply(model, body, max_edge=settings.images.render_max_edge)
+        plan = await run_in_threadpool(
+            plan_image_reply, model, body, max_edge=settings.images.render_max_edge
+        )
     except InvalidMediaRequest as problem:
         return generate_content_error(400, problem.message)
     counts = TokenCounts(
