@@ -26,14 +26,17 @@ class ClientTimeouts(BaseModel):
     image_read: float = Field(
         default=150.0, gt=0, description="Read timeout of image generation; must exceed the 30 s padding gap."
     )
+    padding_interval: float = Field(
+        default=PADDING_INTERVAL_SECONDS, gt=0, description="The gateway's padding interval (30 s)."
+    )
     download_read: float = Field(default=120.0, gt=0, description="Read timeout of a video download.")
 
     @model_validator(mode="after")
     def _image_read_outlasts_padding(self) -> ClientTimeouts:
-        if self.image_read <= PADDING_INTERVAL_SECONDS:
+        if self.image_read <= self.padding_interval:
             raise ValueError(
                 f"image_read ({self.image_read:g} s) must be longer than the gateway's "
-                f"{PADDING_INTERVAL_SECONDS:g} s padding interval"
+                f"{self.padding_interval:g} s padding interval"
             )
         return self
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -18,6 +19,12 @@ FAULT_HEADER = "x-emulator-fault"
 
 # make_client(key=..., fault=..., retry=...) -> async context manager of a GatewayClient
 ClientFactory = Callable[..., AbstractAsyncContextManager[GatewayClient]]
+
+
+@dataclass(frozen=True)
+class ServedEmulator:
+    base_url: str
+    app: Starlette
 
 
 class RecordingLimiter:
