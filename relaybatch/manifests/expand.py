@@ -42,17 +42,6 @@ class JobSource:
                 yield self.to_item(row)
 
 
-def jsonable(value: Any) -> Any:
-    """Values safe to store as JSON: dates and other scalars from Parquet become their text."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, dict):
-        return {str(key): jsonable(inner) for key, inner in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(inner) for inner in value]
-    return str(value)
-
-
 def finish_item(
     *,
     job: str,
@@ -76,8 +65,8 @@ def finish_item(
         item_id=item_id,
         job=job,
         kind=kind,
-        request=jsonable(request),
-        carry=jsonable(carry),
+        request=request,
+        carry=carry,
         source=f"{file}:{line}",
     )
     return item, []

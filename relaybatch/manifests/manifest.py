@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from relaybatch.errors import UserError
 from relaybatch.manifests.batch_format import batch_job, is_batch_file
 from relaybatch.manifests.csv_manifest import table_job
-from relaybatch.manifests.duplicates import DuplicateFinder
+from relaybatch.manifests.duplicates import DuplicateFinder, Repeat, Where
 from relaybatch.manifests.expand import JobSource
 from relaybatch.manifests.items import Item
 from relaybatch.manifests.problems import ManifestInvalid, Problem
@@ -29,8 +29,6 @@ from relaybatch.manifests.yaml_lines import Path_, line_of, load_with_lines
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
 # Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
 MAX_PROBLEMS = 500
-
-_KEY_SPACE, _ID_SPACE = 0, 1
 
 
 @dataclass
@@ -48,6 +46,11 @@ class Validation:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def add(self, problems: list[Problem], cap: int) -> None:
+        room = max(cap - len(self.problems), 0)
+        self.problems.extend(problems[:room])
+        self.truncated += max(len(problems) - room, 0)
 
     def raise_if_invalid(self) -> None:
         if self.problems:
@@ -86,50 +89,52 @@ class Manifest:
     def validate(self, max_problems: int = MAX_PROBLEMS) -> Validation:
         """Walk every row once, collecting every problem and duplicate; memory stays flat."""
         result = Validation()
-        with DuplicateFinder() as seen:
-            for job in self.jobs:
-                for item, problems in job.expand():
+        with DuplicateFinder() as keys, DuplicateFinder() as ids:
+            for job_index, job in enumerate(self.jobs):
+                for number, (item, problems) in enumerate(job.expand(), start=1):
+                    result.add(problems, max_problems)
                     if item is not None:
-                        problems = _duplicates(seen, item)
-                        if not problems:
-                            result.counts[(item.job, item.kind, _model_of(item))] += 1
-                    for problem in problems:
-                        if len(result.problems) < max_problems:
-                            result.problems.append(problem)
-                        else:
-                            result.truncated += 1
+                        result.counts[(item.job, item.kind, _model_of(item))] += 1
+                        where = Where(job_index, number, _line_of(item))
+                        keys.add(item.key, where)
+                        ids.add(_id_key(item), where, item.item_id)
+                    if keys.full:
+                        result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
+            result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
         return result
+
+    def _repeats(self, same_request: list[Repeat], same_id: list[Repeat]) -> list[Problem]:
+        """Problems for repeated requests, and for repeated ids of rows that are not whole repeats."""
+        problems = []
+        for repeat in same_request:
+            message = f"duplicates the item at {self._where(repeat.first)} (same job and request); remove one"
+            problems.append(Problem(self.jobs[repeat.where.job].file, repeat.where.line, None, message))
+        whole = {repeat.where for repeat in same_request}
+        for repeat in same_id:
+            if repeat.where not in whole:
+                first = self._where(repeat.first)
+                message = f"item id '{repeat.label}' is already used at {first}; ids are unique per job"
+                problems.append(Problem(self.jobs[repeat.where.job].file, repeat.where.line, "id", message))
+        return problems
+
+    def _where(self, where: Where) -> str:
+        return f"{self.jobs[where.job].file}:{where.line}"
+
+
+def _line_of(item: Item) -> int:
+    line = item.source.rpartition(":")[2]
+    return int(line) if line.isdigit() else 0
+
+
+def _id_key(item: Item) -> str:
+    return hashlib.sha256(f"{item.job}\0{item.item_id}".encode()).hexdigest()
 
 
 def _model_of(item: Item) -> str:
     model = item.request.get("model")
-    return (
-        str(model)
-        if model
-        else (f"route:{item.request.get('route', 'search')}" if item.kind == "web_search" else "-")
-    )
-
-
-def _duplicates(seen: DuplicateFinder, item: Item) -> list[Problem]:
-    file, _, line = item.source.rpartition(":")
-    where = (file, int(line) if line.isdigit() else None)
-    problems = []
-    earlier = seen.first_seen(_KEY_SPACE, item.key, item.source)
-    if earlier is not None:
-        problems.append(
-            Problem(*where, None, f"duplicates the item at {earlier} (same job and request); remove one")
-        )
-    id_hash = hashlib.sha256(f"{item.job}\0{item.item_id}".encode()).hexdigest()
-    earlier_id = seen.first_seen(_ID_SPACE, id_hash, item.source)
-    if earlier_id is not None and earlier is None:
-        problems.append(
-            Problem(
-                *where,
-                "id",
-                f"item id '{item.item_id}' is already used at {earlier_id}; ids are unique per job",
-            )
-        )
-    return problems
+    if model:
+        return str(model)
+    return f"route:{item.request.get('route', 'search')}" if item.kind == "web_search" else "-"
 
 
 def open_manifest(path: Path) -> Manifest:

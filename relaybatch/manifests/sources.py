@@ -35,6 +35,28 @@ class BadRow:
     message: str
 
 
+def jsonable(value: Any) -> Any:
+    """Values safe to store as JSON: dates and other scalars (Parquet, YAML dates) become their text.
+
+    Sources apply it to each row once, so requests and carried values built from rows are plain JSON.
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(key): jsonable(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(inner) for inner in value]
+    return str(value)
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """Parquet cells may be dates, decimals or bytes: keep JSON types, give the others as text."""
+    if all(value is None or isinstance(value, str | int | float | bool) for value in values.values()):
+        return values
+    plain: dict[str, Any] = jsonable(values)
+    return plain
+
+
 def columns_of(path: Path) -> list[str] | None:
     """The columns every row has (CSV header, Parquet schema); None when rows may differ (JSONL)."""
     suffix = path.suffix.lower()
@@ -97,6 +119,6 @@ def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for values in batch.to_pylist():
                 row_number += 1
-                yield Row(row_number, values, row_number)
+                yield Row(row_number, _plain(values), row_number)
     finally:
         parquet.close()

@@ -11,7 +11,7 @@ from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.schema import JobSpec
-from relaybatch.manifests.sources import DATA_SUFFIXES, Row, columns_of, iter_rows
+from relaybatch.manifests.sources import DATA_SUFFIXES, Row, columns_of, iter_rows, jsonable
 from relaybatch.manifests.templates import TemplateError, fields_in, fill, render
 from relaybatch.manifests.yaml_lines import Path_, line_of
 
@@ -26,6 +26,7 @@ class YamlJob:
         self.lines = lines
         self.data = (manifest.parent / spec.data) if spec.data else None
         self.images_dir = self.data.parent if self.data else manifest.parent
+        self.request_template = jsonable(spec.request)  # YAML may hold dates: keep requests plain JSON
         self._needed: set[str] = set()  # every column the job reads, filled by the up-front check
 
     def source(self) -> JobSource:
@@ -105,7 +106,7 @@ class YamlJob:
             return
         for index, values in enumerate(self.spec.items or []):
             line, _ = self._where("items", index)
-            yield Row(line or 0, values, index + 1)
+            yield Row(line or 0, jsonable(values), index + 1)
 
     def _to_item(self, row: Row) -> Expanded:
         spec = self.spec
@@ -114,7 +115,7 @@ class YamlJob:
         if missing:
             message = f"has no column {', '.join(missing)} that the job's templates use"
             return None, [Problem(file, row.line, None, message)]
-        request: dict[str, Any] = fill(spec.request, row.values)
+        request: dict[str, Any] = fill(self.request_template, row.values)
         if spec.model is not None:
             request.setdefault("model", spec.model)
         earlier: list[tuple[str, str]] = []
