@@ -162,7 +162,7 @@ def validate_image_request(body: Any, *, model: str, traits: ImageModelTraits, m
     """Apply every row of the interface's field table; raise InvalidMediaRequest on the first problem."""
     if not isinstance(body, dict):
         raise InvalidMediaRequest("the request body must be a JSON object")
-    unknown = sorted(set(body) - KNOWN_FIELDS)
+    unknown = sorted({name for name, value in body.items() if value is not None} - KNOWN_FIELDS)
     if unknown:
         raise InvalidMediaRequest(f"unknown field '{unknown[0]}'", param=unknown[0])
     prompt = body.get("prompt")

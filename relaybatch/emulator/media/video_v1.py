@@ -119,7 +119,7 @@ class VideoTask:
 
 
 def _choice(body: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
-    value = body.get(name, default)
+    value = default if body.get(name) is None else body[name]
     if value not in allowed:
         raise InvalidMediaRequest(f"'{name}' must be one of {', '.join(allowed)}; got {value!r}", param=name)
     return str(value)
@@ -136,19 +136,20 @@ def _check_url(body: dict[str, Any]) -> None:
 
 def validate_v1_body(body: dict[str, Any]) -> V1Request:
     for name in V2_ONLY_FIELDS:
-        if name in body:
+        if body.get(name) is not None:
             raise InvalidMediaRequest(
                 f"field '{name}' belongs to the V2 video schema (/v2/videos); "
                 "legacy V1 bodies do not take it",
                 param=name,
             )
-    unknown = sorted(set(body) - V1_FIELDS)
+    unknown = sorted({name for name, value in body.items() if value is not None} - V1_FIELDS)
     if unknown:
         raise InvalidMediaRequest(f"unknown field '{unknown[0]}' for legacy V1 video", param=unknown[0])
     prompt = body.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise InvalidMediaRequest("'prompt' is required and must be a non-empty string", param="prompt")
-    seconds = body.get("seconds", DEFAULT_SECONDS)
+    # A JSON null means "not given", as clients that serialise optional fields send it.
+    seconds = DEFAULT_SECONDS if body.get("seconds") is None else body["seconds"]
     low, high = SECONDS_RANGE
     if isinstance(seconds, str):
         raise InvalidMediaRequest(

@@ -144,7 +144,7 @@ def _check_reference(value: Any) -> None:
 
 def validate_v2_body(body: dict[str, Any]) -> tuple[str, int, str]:
     """(prompt, seconds, size) of a V2 body; V1 fields and anything unknown are refused."""
-    unknown = sorted(set(body) - V2_FIELDS)
+    unknown = sorted({name for name, value in body.items() if value is not None} - V2_FIELDS)
     if unknown:
         raise InvalidMediaRequest(
             f"field '{unknown[0]}' is not part of the V2 video schema (legacy V1 bodies go to "
@@ -156,12 +156,13 @@ def validate_v2_body(body: dict[str, Any]) -> tuple[str, int, str]:
         raise InvalidMediaRequest("'prompt' is required and must be a non-empty string", param="prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InvalidMediaRequest(f"'prompt' is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
-    seconds = body.get("seconds", "4")
+    # A JSON null means "not given" throughout, as clients that serialise optional fields send it.
+    seconds = "4" if body.get("seconds") is None else body["seconds"]
     if seconds not in SECONDS:
         raise InvalidMediaRequest(
             f'\'seconds\' must be one of "4", "8", "12" (a string); got {seconds!r}', param="seconds"
         )
-    size = body.get("size", "720x1280")
+    size = "720x1280" if body.get("size") is None else body["size"]
     if size not in SIZES:
         raise InvalidMediaRequest(f"'size' must be one of {', '.join(SIZES)}; got {size!r}", param="size")
     if body.get("input_reference") is not None:

@@ -250,3 +250,12 @@ async def test_insufficient_balance_is_402_before_processing(
     response = await generate(http, quality="high")
     assert response.status_code == 402
     assert state.accounts["demo"].balance == Decimal("0.01")
+
+
+async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient) -> None:
+    nulls = dict.fromkeys(
+        ("n", "size", "quality", "background", "output_format", "output_compression", "moderation", "user")
+    )
+    response = await generate(http, **nulls)
+    assert response.status_code == 200, response.text
+    assert (response.json()["size"], response.json()["output_format"]) == ("1024x1024", "png")

@@ -147,3 +147,9 @@ async def test_auth_and_balance(http: httpx.AsyncClient) -> None:
     assert (await http.get("/v1/tasks/gen-x")).status_code == 401
     empty = await create(http, EMPTY_KEY)
     assert empty.status_code == 402 and empty.json()["error"]["type"] == "insufficient_balance"
+
+
+async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient, state: EmulatorState) -> None:
+    response = await create(http, seconds=None, aspect_ratio=None, resolution=None, size=None, seed=None)
+    assert response.status_code == 200, response.text
+    assert charges(state, ROUTE)[0].usd == Decimal("0.05") * 5

@@ -207,3 +207,8 @@ async def test_auth_and_balance(http: httpx.AsyncClient, state: EmulatorState) -
     assert empty.status_code == 402 and empty.json()["error"]["type"] == "insufficient_balance"
     assert charges(state, "/v2/videos") == []
     assert (await http.put("/v2/videos", headers=bearer(), json={})).status_code == 405
+
+
+async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient) -> None:
+    video = (await create(http, seconds=None, size=None, input_reference=None)).json()
+    assert (video["seconds"], video["size"]) == ("4", "720x1280")
