@@ -23,7 +23,7 @@ from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, SUBMITTED
 from relaybatch.engine.store import Change, now_text
-from relaybatch.gateway import AuthenticationFailed, GatewayError, NotFound
+from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayError, NotFound
 
 if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
@@ -38,6 +38,9 @@ class PollSettings:
     backoff: float = 1.5
     jitter: float = 0.2
     concurrency: int = 32
+    # Consecutive failed polls after which an item is left for the next execution (it stays
+    # submitted/polling, nothing is lost) rather than polled forever.
+    max_errors: int = 30
 
 
 @dataclass(order=True)
@@ -49,6 +52,7 @@ class _Due:
     remote_id: str = field(compare=False)
     state: str = field(compare=False)
     polls: int = field(default=0, compare=False)
+    errors: int = field(default=0, compare=False)
 
 
 class Poller:
@@ -58,6 +62,7 @@ class Poller:
         self.limiter = limiter
         self.heap: list[_Due] = []
         self.active = 0
+        self.abandoned = 0
         self.rng = random.Random()
         self._sequence = itertools.count()
         self._wake = asyncio.Event()
@@ -91,7 +96,7 @@ class Poller:
     def interval(self, polls: int) -> float:
         """Seconds to the next poll of an item polled ``polls`` times, stretched to fit the budget."""
         settings = self.settings
-        base = min(settings.max_seconds, settings.initial_seconds * settings.backoff**polls)
+        base = min(settings.max_seconds, settings.initial_seconds * settings.backoff ** min(polls, 60))
         base *= 1.0 + settings.jitter * (2.0 * self.rng.random() - 1.0)
         budget = self._poll_budget()
         if budget:
@@ -171,10 +176,18 @@ class Poller:
         except KindNotAvailable as error:
             await write(Change(entry.key, FAILED, {"last_error": str(error)}, str(error)))
             return
-        except (GatewayError, OSError):
-            self._again(entry)  # polls are free: try again later, the item stays where it is
+        except APIStatusError as error:
+            if error.status < 400:
+                # A success answer describing a failed task (the client reads its `error` field).
+                await self._finish(entry, FAILED, None, str(error))
+                return
+            await self._poll_error(entry, error)
+            return
+        except (GatewayError, OSError) as error:
+            await self._poll_error(entry, error)
             return
         execution.hook("poll_answered", entry.key)
+        entry.errors = 0
         if answer.status == "running":
             if entry.state == SUBMITTED:
                 await write(Change(entry.key, POLLING))
@@ -182,14 +195,30 @@ class Poller:
             self._again(entry)
         else:
             state = {"done": DONE, "failed": FAILED, "cancelled": CANCELLED}[answer.status]
-            fields: dict[str, Any] = {"finished_at": now_text()}
-            if answer.result is not None:
-                fields["result"] = answer.result
-            if answer.error:
-                fields["last_error"] = answer.error
-            await write(Change(entry.key, state, fields, answer.error))
-            execution._count(entry.kind, state)
+            await self._finish(entry, state, answer.result, answer.error)
         execution.hook("poll_committed", entry.key)
+
+    async def _finish(
+        self, entry: _Due, state: str, result: dict[str, Any] | None, error: str | None
+    ) -> None:
+        fields: dict[str, Any] = {"finished_at": now_text()}
+        if result is not None:
+            fields["result"] = result
+        if error:
+            fields["last_error"] = error
+        await self.execution.writer.write(Change(entry.key, state, fields, error))
+        self.execution._count(entry.kind, state)
+
+    async def _poll_error(self, entry: _Due, error: Exception) -> None:
+        """Polls are free: try again later. After many failures in a row, leave the item (still
+        submitted/polling, so nothing is lost) to the next execution instead of spinning."""
+        entry.errors += 1
+        if entry.errors < self.settings.max_errors:
+            self._again(entry)
+            return
+        reason = f"polling paused after {entry.errors} failed polls in a row: {error}"
+        await self.execution.writer.write(Change(entry.key, entry.state, {"last_error": reason}, reason))
+        self.abandoned += 1
 
     async def cancel_remote(self) -> int:
         """On a stop with cancel-remote: DELETE remote videos still running and record it."""

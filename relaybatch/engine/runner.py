@@ -42,7 +42,7 @@ from relaybatch.engine.states import (
 )
 from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_text
 from relaybatch.engine.writer import GroupCommit
-from relaybatch.gateway import GatewayClient, GatewayError
+from relaybatch.gateway import GatewayClient, GatewayError, UnexpectedResponse
 
 UncertainPolicy = Literal["report", "resend"]
 Hook = Callable[[str, str], None]
@@ -297,6 +297,12 @@ class Execution:
                 Change(row.key, UNCERTAIN, {"last_error": reason, "cost_usd": cost}, reason)
             )
             self._count(row.kind, UNCERTAIN)
+            return
+        if isinstance(error, UnexpectedResponse):
+            # Answered with success, so billed, but unreadable: charged and failed, never resent.
+            cost = self._settle(call, None)
+            await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
+            self._count(row.kind, FAILED)
             return
         self._release(call)
         if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:

@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from engine_fakes import FakeClock
+from engine_fakes import FAST_MEDIA, ClientFactory, FakeClock
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from relaybatch.emulator import create_app, load_config
-from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings
+from relaybatch.engine import CheckpointStore
 from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.settings import EMULATOR_DEMO_KEY
-
-FAST_MEDIA = {
-    "video": {
-        "queued_seconds": 0.05,
-        "render_seconds_base": 0.1,
-        "render_seconds_per_video_second": 0.0,
-        "v1_pending_seconds": 0.05,
-        "v1_processing_seconds": 0.1,
-    }
-}
-# Polls every few milliseconds and retries at once: the tests never wait for real back-off.
-FAST = EngineSettings(
-    concurrency=8,
-    retry_base_seconds=0.001,
-    retry_max_seconds=0.01,
-    poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
-)
-
-ClientFactory = Callable[..., GatewayClient]
 
 
 @pytest.fixture
@@ -69,7 +50,7 @@ async def make_client(fast_app: Starlette) -> AsyncIterator[ClientFactory]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> CheckpointStore:
+def store(tmp_path: Path) -> Iterator[CheckpointStore]:
     checkpoint = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
-    yield checkpoint  # type: ignore[misc]
+    yield checkpoint
     checkpoint.close()
