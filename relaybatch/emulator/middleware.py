@@ -21,6 +21,8 @@ from relaybatch.emulator.ratelimit import WindowReport, rate_limit_body
 from relaybatch.emulator.state import Account, EmulatorState, hash_body
 
 ADMIN_PREFIX = "/_emulator/"
+# Injected latency waits here; a module attribute so tests can record the wait instead of sleeping.
+sleep = asyncio.sleep
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -120,7 +122,7 @@ class GatewayMiddleware:
         shape: ErrorShape,
     ) -> None:
         if fault.latency:
-            await asyncio.sleep(fault.latency)
+            await sleep(fault.latency)
         if fault.drop == "before":
             await _break_connection(send)
         if fault.status is not None:
