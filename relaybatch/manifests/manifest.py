@@ -96,7 +96,7 @@ class Manifest:
                     if item is not None:
                         result.counts[(item.job, item.kind, _model_of(item))] += 1
                         where = Where(job_index, number, _line_of(item))
-                        keys.add(item.key, where)
+                        keys.add(item.key, where, item.item_id)
                         ids.add(_id_key(item), where, item.item_id)
                     if keys.full:
                         result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
@@ -107,7 +107,10 @@ class Manifest:
         """Problems for repeated requests, and for repeated ids of rows that are not whole repeats."""
         problems = []
         for repeat in same_request:
-            message = f"duplicates the item at {self._where(repeat.first)} (same job and request); remove one"
+            first = self._where(repeat.first)
+            message = (
+                f"item '{repeat.label}' duplicates the item at {first} (same job and request); remove one"
+            )
             problems.append(Problem(self.jobs[repeat.where.job].file, repeat.where.line, None, message))
         whole = {repeat.where for repeat in same_request}
         for repeat in same_id:

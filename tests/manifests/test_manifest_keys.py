@@ -81,7 +81,7 @@ def test_duplicate_items_are_reported_with_both_locations(write, tmp_path: Path)
     with pytest.raises(ManifestInvalid) as caught:
         load_items(manifest)
     assert [str(p) for p in caught.value.problems] == [
-        f"{data}:4: duplicates the item at {data}:2 (same job and request); remove one"
+        f"{data}:4: item '3' duplicates the item at {data}:2 (same job and request); remove one"
     ]
 
 
@@ -92,4 +92,21 @@ def test_a_repeated_item_id_in_one_job_is_reported(write, tmp_path: Path) -> Non
     problems = open_manifest(manifest).validate().problems
     assert [str(p) for p in problems] == [
         f"{data}:3: id: item id '1' is already used at {data}:2; ids are unique per job"
+    ]
+
+
+def test_duplicates_are_found_across_batches_and_on_one_yaml_line(
+    write, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relaybatch.manifests import duplicates
+
+    monkeypatch.setattr(duplicates, "BATCH_ROWS", 2)
+    manifest = write(
+        "m.yaml",
+        "jobs:\n  - {name: j, kind: video, model: m, prompt: '{p}', items: [{p: a}, {p: b}, {p: c}, {p: a}, {p: c}]}\n",
+    )
+    problems = [str(p) for p in open_manifest(manifest).validate().problems]
+    assert problems == [
+        f"{manifest}:2: item 'j-4' duplicates the item at {manifest}:2 (same job and request); remove one",
+        f"{manifest}:2: item 'j-5' duplicates the item at {manifest}:2 (same job and request); remove one",
     ]

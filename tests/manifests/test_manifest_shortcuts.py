@@ -187,5 +187,5 @@ def test_batch_line_mistakes_are_located(tmp_path: Path) -> None:
     assert problems[1:] == [
         f"{path}:3: max_tokens: is required",
         f"{path}:4: body: is required in a batch line (custom_id, method, url, body)",
-        f"{path}:5: duplicates the item at {path}:1 (same job and request); remove one",
+        f"{path}:5: item 'c2' duplicates the item at {path}:1 (same job and request); remove one",
     ]
