@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ class MediaStore:
     settings: MediaSettings
     videos: dict[str, VideoJob] = field(default_factory=dict)
     tasks: dict[str, VideoTask] = field(default_factory=dict)
+    # Times of each account's recent web searches, for the search upstream's own limit.
+    searches: dict[str, deque[float]] = field(default_factory=dict)
 
 
 def emulator_state(request: Request) -> EmulatorState:

@@ -1,13 +1,16 @@
 """The web-search routes: GET /v1/websearch/{search,simple-search,search-news,reader}.
 
 They answer in their own flat envelope ``{code, message}``: 400 for a missing ``q``/``url``, 401 for
-a missing or invalid key, 403 for a revoked key or a balance that cannot pay the request. A
+a missing or invalid key, 403 for a revoked key or a balance that cannot pay the request, 503 with
+``Retry-After`` when the search upstream's own limit (``media.search.upstream_rpm``) is reached. A
 successful request costs the search model's per-request price (``generation.request.per_request``,
 an emulator extension of the pricing object; 0.05 USD by default); failures are free.
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
@@ -17,7 +20,7 @@ from starlette.routing import Route
 
 from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.errors import ErrorShape, flat_error
-from relaybatch.emulator.media.common import emulator_state, media_store, models_of_kind
+from relaybatch.emulator.media.common import MediaStore, emulator_state, media_store, models_of_kind
 from relaybatch.emulator.media.problems import InvalidMediaRequest
 from relaybatch.emulator.media.websearch import (
     ROUTES,
@@ -29,6 +32,7 @@ from relaybatch.emulator.media.websearch import (
 from relaybatch.emulator.state import EmulatorState, request_body_hash
 
 PREFIX = "/v1/websearch/"
+WINDOW_SECONDS = 60.0
 LEDGER_MODEL = "websearch"
 
 
@@ -40,6 +44,23 @@ def search_price(state: EmulatorState, fallback: Decimal) -> tuple[str, Decimal]
         if per_request is not None:
             return model.id, Decimal(str(per_request))
     return LEDGER_MODEL, fallback
+
+
+def upstream_wait(store: MediaStore, account: str, now: float) -> float:
+    """Seconds until the search upstream takes another call from this account (0: go ahead).
+
+    A call that goes ahead is counted; a refused one is not.
+    """
+    limit = store.settings.search.upstream_rpm
+    if limit <= 0:
+        return 0.0
+    recent = store.searches.setdefault(account, deque())
+    while recent and recent[0] <= now - WINDOW_SECONDS:
+        recent.popleft()
+    if len(recent) >= limit:
+        return recent[0] + WINDOW_SECONDS - now
+    recent.append(now)
+    return 0.0
 
 
 def _handler(route: str) -> Callable[[Request], Awaitable[Response]]:
@@ -60,6 +81,12 @@ def _handler(route: str) -> Callable[[Request], Awaitable[Response]]:
             return flat_error(400, problem.message)
         if not state.can_afford(account, price):
             return flat_error(403, f"insufficient balance: a search costs {price} USD")
+        wait = upstream_wait(media_store(request), account.name, state.clock.now())
+        if wait > 0:
+            retry_after = str(max(1, math.ceil(wait)))
+            return flat_error(
+                503, "search upstream is rate limited; retry later", headers={"Retry-After": retry_after}
+            )
         state.charge(account, PREFIX + route, model, price, {"requests": 1}, request_body_hash(request))
         return JSONResponse(document)
 

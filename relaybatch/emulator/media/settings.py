@@ -65,8 +65,10 @@ class SearchSettings(BaseModel):
 
     # Used only when the catalog has no search model with a per-request price.
     fallback_usd_per_request: Decimal = Decimal("0.05")
-    # Seconds a rate-limited search call tells the caller to wait (503 + Retry-After).
-    retry_after_seconds: int = Field(default=1, ge=0)
+    # The search upstream's own limit per account (requests per rolling minute of the emulator
+    # clock; 0 = none). Past it a call is 503 with Retry-After, as the real search routes answer;
+    # the account's gateway-wide limit stays the core's 429.
+    upstream_rpm: int = Field(default=0, ge=0)
 
 
 class MediaSettings(BaseModel):

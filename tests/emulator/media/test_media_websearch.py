@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, REVOKED_KEY, bearer
+from tests.emulator.media.conftest import EMPTY_KEY, REVOKED_KEY, AppFactory, bearer
 
 SEARCH_ROUTES = ("search", "simple-search", "search-news")
 
@@ -122,3 +122,22 @@ async def test_wrong_method_is_405(http: httpx.AsyncClient) -> None:
     response = await http.post("/v1/websearch/search", params={"q": "x"}, headers=bearer())
     assert response.status_code == 405
     assert response.json()["code"] == 405
+
+
+async def test_search_upstream_limit_is_503_with_retry_after(make_app: AppFactory) -> None:
+    app = make_app({"search": {"upstream_rpm": 2}})
+    state: EmulatorState = app.state.emulator
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://e") as http:
+
+        async def search() -> httpx.Response:
+            return await http.get("/v1/websearch/search", params={"q": "x"}, headers=bearer())
+
+        assert [(await search()).status_code for _ in range(2)] == [200, 200]
+        await http.post("/_emulator/clock/advance", json={"seconds": 20})
+        busy = await search()
+        assert busy.status_code == 503
+        assert busy.json() == {"code": 503, "message": busy.json()["message"]}
+        assert busy.headers["retry-after"] == "40"
+        assert len(search_charges(state)) == 2  # refused calls are free
+        await http.post("/_emulator/clock/advance", json={"seconds": 40})
+        assert (await search()).status_code == 200
