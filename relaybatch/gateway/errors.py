@@ -189,6 +189,20 @@ def error_fields(body: Any) -> tuple[str | None, str] | None:
     return None
 
 
+def is_error_document(body: Any) -> bool:
+    """Whether a success answer's body is nothing but an error envelope (written after padding).
+
+    Only a bare envelope counts: a failed task or video also carries an ``error`` field, beside its
+    id and status, and is a normal resource.
+    """
+    if not isinstance(body, dict):
+        return False
+    if set(body) == {"error"}:
+        return isinstance(body["error"], dict)
+    code = body.get("code")
+    return set(body) <= {"code", "message"} and isinstance(code, int) and code >= 400
+
+
 def error_from_response(status: int, headers: Mapping[str, str], body: Any) -> APIStatusError:
     """The exception for an error answer: chosen by status first, by ``error.type`` second."""
     fields = error_fields(body)

@@ -26,8 +26,8 @@ from relaybatch.gateway.errors import (
     RateLimited,
     StalledConnection,
     TransportError,
-    error_fields,
     error_from_response,
+    is_error_document,
 )
 from relaybatch.gateway.retry import (
     CallKind,
@@ -134,7 +134,7 @@ class Sender:
         except ValueError:
             label = f"{response.request.method} {response.request.url.path}"
             raise BrokenResponse(f"{label}: the answer is not complete JSON ({len(raw)} bytes)") from None
-        if isinstance(body, dict) and error_fields(body) is not None:
+        if is_error_document(body):
             # An error written after a 200 status (behind padding, say) is still an error answer.
             raise _AnsweredWithError(error_from_response(response.status_code, {}, body))
         return body
