@@ -11,7 +11,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -51,7 +51,8 @@ class LedgerRow:
     remote_id: str | None = None
     latency_seconds: float | None = None  # a duration for the dashboard, not money
     call: str = "create"  # which billed request of the item (one per item today)
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    reserved_usd: Decimal | None = None  # the worst case the budget held for the call
+    outcome: str = "charged"  # or "unknown": sent, no answer; it may or may not have been charged
 
     @property
     def usd(self) -> Decimal | None:
@@ -72,6 +73,8 @@ def build_row(
     remote_id: str | None = None,
     latency_seconds: float | None = None,
     charged_at: datetime | None = None,
+    reserved_usd: Decimal | None = None,
+    outcome: str = "charged",
 ) -> LedgerRow:
     return LedgerRow(
         run=run,
@@ -86,6 +89,8 @@ def build_row(
         remote_id=remote_id,
         latency_seconds=latency_seconds,
         charged_at=charged_at or datetime.now(UTC),
+        reserved_usd=reserved_usd,
+        outcome=outcome,
     )
 
 
@@ -121,9 +126,17 @@ def flat_record(row: LedgerRow) -> dict[str, Any]:
     record["priced"] = not row.cost.unknown
     record["usd"] = _text(row.cost.usd)
     record["known_usd"] = str(row.cost.known_usd)
+    record["reserved_usd"] = _text(row.reserved_usd)
+    record["outcome"] = row.outcome
     record["charged_at"] = row.charged_at.astimezone(UTC).isoformat(timespec="microseconds")
     record["latency_seconds"] = row.latency_seconds
     return record
+
+
+def budget_amount(record: Mapping[str, Any]) -> Decimal:
+    if record["usd"] is not None:
+        return Decimal(record["usd"])
+    return max(Decimal(record["known_usd"]), Decimal(record["reserved_usd"] or 0))
 
 
 def ledger_schema() -> pa.Schema:
@@ -149,6 +162,8 @@ def ledger_schema() -> pa.Schema:
         ("priced", pa.bool_()),
         ("usd", MONEY),
         ("known_usd", MONEY),
+        ("reserved_usd", MONEY),
+        ("outcome", pa.string()),
         ("charged_at", pa.timestamp("us", tz="UTC")),
         ("latency_seconds", pa.float64()),
     ]
@@ -220,10 +235,14 @@ class CostStore:
         return self.db.table("charges").rows_where(order_by="charged_at, id")
 
     def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
-        """USD already charged, for the run and per job; unknown-priced rows count what is known."""
+        """USD the budget counts as spent, for the run and per job.
+
+        A row whose cost is unknown counts the worst case reserved for it (or what is known,
+        if more): a budget must not forget money that may have been charged.
+        """
         total, per_job = Decimal(0), dict[str, Decimal]()
         for record in self.records():
-            amount = Decimal(record["usd"] or record["known_usd"])
+            amount = budget_amount(record)
             total += amount
             per_job[record["job"]] = per_job.get(record["job"], Decimal(0)) + amount
         return total, per_job

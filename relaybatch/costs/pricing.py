@@ -146,6 +146,8 @@ def parse_pricing(envelope: Mapping[str, Any], *, model: str | None = None) -> M
         audio_per_second=_price(_section(generation, "audio"), "per_second", f"{where}: generation.audio"),
         video_per_second=_price(video, "per_second", f"{where}: generation.video"),
         video_per_second_with_audio=_price(video, "per_second_with_audio", f"{where}: generation.video"),
+        # Not in the interface's table; the emulator (and possibly the gateway) prices search this way.
+        per_request=_price(_section(generation, "request"), "per_request", f"{where}: generation.request"),
         source=json.loads(json.dumps(dict(envelope), default=str)),
     )
 
@@ -187,21 +189,38 @@ class PriceBook:
     def __init__(self, fetch: PricingFetcher) -> None:
         self._fetch = fetch
         self._prices: dict[tuple[str, str | None], ModelPrices] = {}
+        self._missing: set[tuple[str, str | None]] = set()
 
-    async def load(self, model: str, provider: str | None = None, *, job: str | None = None) -> ModelPrices:
+    async def load(
+        self, model: str, provider: str | None = None, *, job: str | None = None
+    ) -> ModelPrices | None:
+        """Fetch (once) and keep the prices of a model; None when the gateway publishes none."""
         key = (model, provider)
+        if key in self._missing:
+            return None
         if key not in self._prices:
-            from relaybatch.gateway.errors import Conflict
+            from relaybatch.gateway.errors import Conflict, GatewayError, NotFound
 
             try:
                 envelope = await self._fetch(model, provider)
             except Conflict as conflict:
-                raise ambiguous_price_error(model, job, conflict_candidates(conflict.body)) from None
+                candidates = conflict.candidate_providers or conflict_candidates(conflict.body)
+                raise ambiguous_price_error(model, job, candidates) from None
+            except NotFound:
+                # No published price: calls on it are recorded with their cost marked unknown.
+                self._missing.add(key)
+                return None
+            except GatewayError as error:
+                raise PricingError(f"could not fetch the price of model {model!r}: {error}") from None
             self._prices[key] = parse_pricing(envelope, model=model)
         return self._prices[key]
 
     def get(self, model: str, provider: str | None = None) -> ModelPrices | None:
         return self._prices.get((model, provider))
+
+    def is_missing(self, model: str, provider: str | None = None) -> bool:
+        """True when the gateway said this model has no price (404), as opposed to not asked yet."""
+        return (model, provider) in self._missing
 
     def put(self, prices: ModelPrices, provider: str | None) -> None:
         """Add prices already known (from the run's stored snapshot), under the provider asked for."""

@@ -107,7 +107,9 @@ def _image_call(request: Mapping[str, Any], prices: ModelPrices) -> Decimal | No
     if prices.kind == "generation":
         return None if prices.per_image is None else count * prices.per_image
     input_rate = _token_rates(prices, input_side=True, include_images=True)
-    output_rate = _dearest([prices.output_image, prices.text.completion])
+    # Image tokens must be priced; a text rate only matters for models that rewrite the prompt.
+    known_text = [rate for rate in (prices.text.completion,) if rate is not None]
+    output_rate = _dearest([prices.output_image, *known_text])
     if input_rate is None or output_rate is None:
         return None
     # Output: every image at its bound, plus room for a rewritten prompt as long as the request.

@@ -1,0 +1,278 @@
+"""A mixed run through the engine against the in-process emulator: our ledger and the emulator's
+ledger agree to the cent, in total and call by call; and a tight budget stops the run resumable."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
+from relaybatch.costs.pricing import PricingError
+from relaybatch.emulator import create_app, load_config
+from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
+from relaybatch.gateway import GatewayClient
+from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.manifests import Item
+from relaybatch.settings import EMULATOR_DEMO_KEY
+
+CENT = Decimal("0.01")
+FAST = EngineSettings(
+    concurrency=8,
+    retry_base_seconds=0.001,
+    retry_max_seconds=0.01,
+    poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
+)
+FAST_MEDIA = {
+    "video": {
+        "queued_seconds": 0.05,
+        "render_seconds_base": 0.1,
+        "render_seconds_per_video_second": 0.0,
+        "v1_pending_seconds": 0.05,
+        "v1_processing_seconds": 0.1,
+    }
+}
+
+
+def item(kind: str, request: dict[str, Any], item_id: str, job: str) -> Item:
+    return Item.build(item_id=item_id, job=job, kind=kind, request=request)  # type: ignore[arg-type]
+
+
+def chat_items(count: int, model: str = "relay-chat-small", job: str = "chat") -> list[Item]:
+    return [
+        item(
+            "chat",
+            {
+                "model": model,
+                "messages": [{"role": "user", "content": f"question {n} " * (n + 1)}],
+                "max_tokens": 64,
+            },
+            f"chat-{n}",
+            job,
+        )
+        for n in range(count)
+    ]
+
+
+def mixed_items() -> list[Item]:
+    """Every kind, several models per family, cache and reasoning models included."""
+    items = chat_items(6) + chat_items(3, "relay-chat-reasoner", "reasoning")
+    for n in range(3):
+        question = f"Summarise item {n} of the batch in a sentence."
+        items += [
+            item("responses", {"model": "relay-chat-small", "input": question}, f"resp-{n}", "responses"),
+            item(
+                "messages",
+                {
+                    "model": "relay-claude-sonnet",
+                    "max_tokens": 48,
+                    "messages": [{"role": "user", "content": question}],
+                },
+                f"msg-{n}",
+                "messages",
+            ),
+            item(
+                "generate_content",
+                {"model": "relay-gemini-pro", "contents": [{"role": "user", "parts": [{"text": question}]}]},
+                f"gc-{n}",
+                "gemini",
+            ),
+        ]
+    items += [
+        item(
+            "image",
+            {"model": "relay-image-2", "prompt": "a red square", "size": "1024x1024"},
+            "img-1",
+            "images",
+        ),
+        item("image", {"model": "relay-image-1", "prompt": "a blue circle", "n": 2}, "img-2", "images"),
+        item(
+            "generate_content",
+            {
+                "model": "relay-gemini-image",
+                "contents": [{"role": "user", "parts": [{"text": "draw a cat"}]}],
+            },
+            "gc-img",
+            "images",
+        ),
+        item("video", {"model": "relay-video-2", "prompt": "a lighthouse", "seconds": "8"}, "vid-1", "video"),
+        item("video_v1", {"model": "relay-video-v1", "prompt": "a river delta"}, "v1-1", "video"),
+        item(
+            "judgment",
+            {
+                "model": "relay-judge-1",
+                "state": "The parcel never arrived.",
+                "questions": {"complaint": {"type": "noul", "instructions": "Is this a complaint?"}},
+            },
+            "judge-1",
+            "labels",
+        ),
+        item("web_search", {"route": "search", "q": "river restoration"}, "search-1", "labels"),
+        item("web_search", {"route": "simple-search", "q": "wetlands"}, "search-2", "labels"),
+    ]
+    return items
+
+
+@pytest.fixture
+def fast_app() -> Starlette:
+    config = load_config()
+    config.media = FAST_MEDIA
+    return create_app(config)
+
+
+@pytest.fixture
+async def client(fast_app: Starlette) -> AsyncIterator[GatewayClient]:
+    async with GatewayClient(
+        "http://emulator.local",
+        SecretStr(EMULATOR_DEMO_KEY),
+        transport=httpx.ASGITransport(app=fast_app),
+        retry=RetryPolicy(max_attempts=1),
+    ) as gateway_client:
+        yield gateway_client
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[CheckpointStore]:
+    checkpoint = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    yield checkpoint
+    checkpoint.close()
+
+
+async def run_with_guard(
+    store: CheckpointStore, client: GatewayClient, budgets: Budgets | None = None
+) -> tuple[Any, RunSpendGuard]:
+    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db), budgets=budgets)
+    try:
+        summary = await execute(store, client, settings=FAST, spend=guard)
+    finally:
+        guard.close()
+    return summary, guard
+
+
+# The gateway bills web search under its own search model, which clients never name.
+SEARCH_LABEL = "web search"
+
+
+def emulator_charges(app: Starlette) -> list[tuple[str, Decimal]]:
+    return [
+        (SEARCH_LABEL if charge.route.startswith("/v1/websearch/") else charge.model, Decimal(charge.usd))
+        for charge in app.state.emulator.ledger
+    ]
+
+
+def our_charges(run_dir: Path) -> list[tuple[str, Decimal]]:
+    rows = pq.read_table(run_dir / "ledger.parquet").to_pylist()
+    assert all(row["priced"] for row in rows), [row for row in rows if not row["priced"]]
+    return [(SEARCH_LABEL if row["kind"] == "web_search" else row["model"], row["usd"]) for row in rows]
+
+
+def as_cents(charges: list[tuple[str, Decimal]]) -> Counter[tuple[str, Decimal]]:
+    return Counter((model, usd.quantize(CENT)) for model, usd in charges)
+
+
+async def test_ledgers_agree_to_the_cent_call_by_call(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    items = mixed_items()
+    store.add_items(items)
+    summary, _ = await run_with_guard(store, client)
+
+    failures = {row["item_id"]: row["last_error"] for row in store.iter_items() if row["state"] != "done"}
+    assert failures == {}
+    ours = our_charges(store.path.parent)
+    theirs = emulator_charges(fast_app)
+    assert len(ours) == len(theirs) == len(items)
+    # Call by call: the same multiset of (model, amount), exactly (not only to the cent).
+    assert Counter(ours) == Counter(theirs)
+    assert as_cents(ours) == as_cents(theirs)
+    assert sum(usd for _, usd in ours) == sum(usd for _, usd in theirs)
+    assert summary.spent_usd == sum(usd for _, usd in theirs)
+    kinds = {row["kind"] for row in store.iter_items()}
+    assert kinds == {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"} | {
+        "judgment",
+        "web_search",
+    }
+
+
+async def test_every_item_records_its_cost_in_the_checkpoint(
+    store: CheckpointStore, client: GatewayClient
+) -> None:
+    store.add_items(chat_items(3))
+    await run_with_guard(store, client)
+    ledger = pq.read_table(store.path.parent / "ledger.parquet").to_pylist()
+    by_key = {row["item_key"]: row["usd"] for row in ledger}
+    for row in store.iter_items():
+        assert Decimal(row["cost_usd"]) == by_key[row["key"]]
+
+
+async def test_tight_budget_stops_the_run_resumable_and_is_never_crossed(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    items = chat_items(40)
+    store.add_items(items)
+    # Worst case of one call is about 0.00004 USD; this admits only some of the 40.
+    limit = Decimal("0.0005")
+    summary, _ = await run_with_guard(store, client, Budgets(run_usd=limit))
+
+    spent = sum(Decimal(charge.usd) for charge in fast_app.state.emulator.ledger)
+    assert spent <= limit
+    assert summary.stopped is not None and "run budget of 0.0005 USD reached" in summary.stopped
+    assert 0 < summary.counts.get("done", 0) < 40
+    assert summary.counts.get("pending", 0) == 40 - summary.counts["done"]
+
+    # Resuming under the same budget: calls that were only blocked by reservations in flight may
+    # go now, but the budget still holds, and soon nothing more fits (the spend is remembered).
+    for _ in range(10):
+        again, _ = await run_with_guard(store, client, Budgets(run_usd=limit))
+        assert sum(Decimal(charge.usd) for charge in fast_app.state.emulator.ledger) <= limit
+        if again.sent == 0:
+            break
+    assert again.sent == 0 and again.stopped is not None
+    # With a larger budget the rest goes through, and the ledgers still agree.
+    final, _ = await run_with_guard(store, client, Budgets(run_usd=Decimal("1")))
+    assert final.counts == {"done": 40}
+    assert Counter(our_charges(store.path.parent)) == Counter(emulator_charges(fast_app))
+
+
+async def test_job_budget_stops_only_while_other_jobs_fit(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    store.add_items(chat_items(20, job="small") + chat_items(3, job="free"))
+    summary, _ = await run_with_guard(store, client, Budgets(job_usd={"small": Decimal("0.0002")}))
+    small_spent = sum(
+        Decimal(row["cost_usd"]) for row in store.iter_items() if row["job"] == "small" and row["cost_usd"]
+    )
+    assert small_spent <= Decimal("0.0002")
+    assert summary.stopped is not None and "job small budget" in summary.stopped
+
+
+async def test_ambiguous_price_asks_for_a_provider_and_names_the_candidates(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    store.add_items(chat_items(1, model="relay-chat-multi", job="multi"))
+    with pytest.raises(PricingError) as raised:
+        await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+    message = str(raised.value)
+    assert "set `provider` on job 'multi'" in message
+    assert "alpha" in message
+    assert fast_app.state.emulator.ledger == []
+
+
+async def test_prices_are_stored_with_the_run_and_reused_on_resume(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    store.add_items(chat_items(2))
+    await run_with_guard(store, client)
+    pricing_requests = fast_app.state.emulator.request_count("GET", "/v1/models/pricing")
+    assert pricing_requests == 1
+    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+    guard.close()
+    assert fast_app.state.emulator.request_count("GET", "/v1/models/pricing") == 1
