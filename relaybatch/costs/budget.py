@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from relaybatch.errors import RunStopped
-
 
 @dataclass(frozen=True)
 class Reservation:
@@ -52,10 +50,6 @@ class Refusal:
             f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. "
             f"Raise budget_usd and run the manifest again to resume; nothing already done is re-sent."
         )
-
-
-class BudgetStopped(RunStopped):
-    """The budget cannot admit more work: the run stops, resumable."""
 
 
 class Budget:

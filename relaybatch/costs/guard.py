@@ -124,11 +124,11 @@ class RunSpendGuard:
     def _cost(self, call: Call, result: dict[str, Any] | None, prices: Any) -> tuple[UsageCounts, CallCost]:
         if result is None:
             # Charged or not, nobody knows what: nothing to price. The row says so.
-            return UsageCounts(), CallCost((), "base")
+            return UsageCounts(), CallCost((), "base", ("outcome unknown",))
         try:
             usage = usage_for_call(call.kind, call.request, result)
-        except UsageError:
-            return UsageCounts(), CallCost((), "base")
+        except UsageError as error:
+            return UsageCounts(), CallCost((), "base", (f"usage unreadable: {error}",))
         return usage, price_call(prices, usage)
 
     def write_ledger(self) -> Path:

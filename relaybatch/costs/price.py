@@ -55,11 +55,14 @@ class CostComponent:
 class CallCost:
     components: tuple[CostComponent, ...]
     tier: str  # "base" or "over_200k"
+    # Why the cost cannot be known beyond missing prices (e.g. the outcome of the call is unknown).
+    unknowable: tuple[str, ...] = ()
 
     @property
     def unknown(self) -> tuple[str, ...]:
-        """Price paths the call needed and the pricing object did not give."""
-        return tuple(part.price_path for part in self.components if part.unit_price is None)
+        """Price paths the call needed and the pricing object did not give, and other unknowns."""
+        missing = tuple(part.price_path for part in self.components if part.unit_price is None)
+        return missing + self.unknowable
 
     @property
     def usd(self) -> Decimal | None:

@@ -1,0 +1,36 @@
+"""Wiring for a run: the budgets a manifest sets, and a spend guard that lives as long as the run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from relaybatch.costs.guard import Budgets, PricingClient, RunSpendGuard, calls_in_store, open_spend_guard
+
+
+def budgets_from_manifest(manifest: Any) -> Budgets:
+    """`run.budget_usd` and each job's `budget_usd` from an opened manifest (relaybatch.manifests)."""
+    jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}
+    return Budgets(run_usd=manifest.settings.budget_usd, job_usd=jobs)
+
+
+@asynccontextmanager
+async def spend_guard_for_run(
+    store: Any,
+    client: PricingClient,
+    *,
+    budgets: Budgets | None = None,
+    providers: Mapping[str, str] | None = None,
+) -> AsyncIterator[RunSpendGuard]:
+    """A guard for the run whose checkpoint store is ``store``; on exit the ledger Parquet is written.
+
+    Use it around ``relaybatch.engine.execute(store, client, spend=guard)``.
+    """
+    guard = await open_spend_guard(
+        store.path.parent, client, calls_in_store(store.db), budgets=budgets, providers=providers
+    )
+    try:
+        yield guard
+    finally:
+        guard.close()

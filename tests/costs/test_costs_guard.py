@@ -1,0 +1,233 @@
+"""The spend guard on its own: worst cases, outcome-unknown settles, missing prices, budgets, exports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import relaybatch.costs
+from relaybatch.costs.guard import Budgets, open_spend_guard
+from relaybatch.costs.ledger import CostStore
+from relaybatch.costs.pricing import PriceBook, PricingError, parse_pricing
+from relaybatch.costs.run import budgets_from_manifest
+from relaybatch.costs.worst_case import DEFAULT_OUTPUT_TOKEN_CAP, request_bytes, worst_case_usd
+from relaybatch.gateway.errors import Conflict, NotFound, ServerError
+
+D = Decimal
+CHAT = {
+    "data": {
+        "id": "chat-model",
+        "pricing": {
+            "kind": "token",
+            "text": {"prompt": "0.000001", "completion": "0.000004"},
+            "cache": {"read": "0.0000001", "write": "0.00000125"},
+        },
+    }
+}
+
+
+@dataclass
+class FakeCall:
+    key: str
+    item_id: str
+    job: str
+    kind: str
+    request: dict[str, Any]
+    attempt: int = 1
+
+
+@dataclass
+class FakePricingClient:
+    answers: dict[str, Any]
+    asked: list[tuple[str, str | None]] = field(default_factory=list)
+
+    async def get_pricing(self, model: str, provider: str | None = None) -> Any:
+        self.asked.append((model, provider))
+        answer = self.answers[model]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def chat_request(text: str = "hello", max_tokens: int | None = 100) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": "chat-model", "messages": [{"role": "user", "content": text}]}
+    if max_tokens is not None:
+        request["max_tokens"] = max_tokens
+    return request
+
+
+def test_worst_case_of_a_chat_call_is_body_bytes_at_the_dearest_input_rate_plus_the_cap() -> None:
+    request = chat_request()
+    prices = parse_pricing(CHAT)
+    # Dearest input rate is the cache write (0.00000125); output 100 x 0.000004 = 0.0004.
+    expected = request_bytes(request) * D("0.00000125") + 100 * D("0.000004")
+    assert worst_case_usd("chat", request, prices) == expected
+
+
+def test_worst_case_without_a_cap_assumes_the_default_cap() -> None:
+    request = chat_request(max_tokens=None)
+    expected = request_bytes(request) * D("0.00000125") + DEFAULT_OUTPUT_TOKEN_CAP * D("0.000004")
+    assert worst_case_usd("chat", request, parse_pricing(CHAT)) == expected
+
+
+def test_worst_case_of_media_judgment_and_search() -> None:
+    video = parse_pricing(
+        {"data": {"pricing": {"kind": "generation", "generation": {"video": {"per_second": "0.1"}}}}}
+    )
+    assert worst_case_usd("video", {"seconds": "8"}, video) == D("0.8")
+    assert worst_case_usd("video", {}, video) == D("0.4")  # V2 default 4 s
+    assert worst_case_usd("video_v1", {}, video) == D("0.5")  # V1 default 5 s
+    per_image = parse_pricing(
+        {"data": {"pricing": {"kind": "generation", "generation": {"image": {"per_image": "0.04"}}}}}
+    )
+    assert worst_case_usd("image", {"n": 3}, per_image) == D("0.12")
+    judged = {"model": "judge", "state": "x", "questions": {}}
+    assert worst_case_usd("judgment", judged, None) == request_bytes(judged) * D("0.000000042")
+    assert worst_case_usd("web_search", {"q": "x"}, None) == D("0.05")
+    assert worst_case_usd("chat", chat_request(), None) is None
+
+
+def test_token_priced_image_worst_case_bounds_the_emulator_table() -> None:
+    prices = parse_pricing(
+        {"data": {"pricing": {"text": {"prompt": "0.000005"}, "multimodal": {"output_image": "0.00004"}}}}
+    )
+    request = {"prompt": "a red square", "size": "1024x1024", "quality": "high", "n": 2}
+    bound = worst_case_usd("image", request, prices)
+    actual = 2 * 4160 * D("0.00004") + 3 * D("0.000005")  # two high 1024x1024 images, 3 prompt tokens
+    assert bound is not None and bound >= actual
+
+
+async def test_a_409_names_the_job_and_candidates(tmp_path: Path) -> None:
+    conflict = Conflict(
+        409, None, "different prices", body={"error": {"message": "providers with different prices (a, b)"}}
+    )
+    client = FakePricingClient({"chat-model": conflict})
+    with pytest.raises(PricingError, match=r"set `provider` on job 'summaries' \(candidates: a, b\)"):
+        await open_spend_guard(tmp_path, client, [("summaries", "chat", "chat-model")])
+
+
+async def test_a_model_without_a_price_is_recorded_unknown_and_refused_under_a_budget(tmp_path: Path) -> None:
+    client = FakePricingClient({"chat-model": NotFound(404, "not_found_error", "no pricing")})
+    guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")])
+    call = FakeCall("k1", "i1", "job", "chat", chat_request())
+    assert guard.reserve(call)
+    result = {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+    assert guard.settle(call, result) is None
+    row = next(iter(guard.store.records()))
+    assert row["priced"] == 0 and row["usd"] is None
+    assert row["unknown_prices"] == "text.prompt,text.completion"
+    guard.close()
+
+    limited = await open_spend_guard(
+        tmp_path, client, [("job", "chat", "chat-model")], budgets=Budgets(run_usd=D(1))
+    )
+    assert not limited.reserve(FakeCall("k2", "i2", "job", "chat", chat_request()))
+    assert "cannot be bounded" in limited.stop_message()
+    limited.close()
+
+
+async def test_other_pricing_failures_are_clear_errors(tmp_path: Path) -> None:
+    client = FakePricingClient({"chat-model": ServerError(500, "api_error", "boom")})
+    with pytest.raises(PricingError, match="could not fetch the price of model 'chat-model'"):
+        await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")])
+
+
+async def test_outcome_unknown_keeps_the_worst_case_in_the_budget_even_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    client = FakePricingClient({"chat-model": CHAT})
+    budgets = Budgets(run_usd=D("0.001"))
+    guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
+    call = FakeCall("k1", "i1", "job", "chat", chat_request())
+    worst = worst_case_usd("chat", call.request, parse_pricing(CHAT))
+    assert worst is not None
+    assert guard.reserve(call)
+    assert guard.settle(call, None) is None
+    assert guard.budget.spent == worst
+    row = next(iter(guard.store.records()))
+    assert row["outcome"] == "unknown" and D(row["reserved_usd"]) == worst
+    guard.close()
+
+    resumed = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
+    assert resumed.budget.spent == worst
+    assert client.asked == [("chat-model", None)]  # prices came from the run's own store the second time
+    resumed.close()
+
+
+async def test_release_gives_the_reservation_back(tmp_path: Path) -> None:
+    client = FakePricingClient({"chat-model": CHAT})
+    guard = await open_spend_guard(
+        tmp_path, client, [("job", "chat", "chat-model")], budgets=Budgets(job_usd={"job": D("0.0006")})
+    )
+    first = FakeCall("k1", "i1", "job", "chat", chat_request())
+    second = FakeCall("k2", "i2", "job", "chat", chat_request())
+    assert guard.reserve(first)
+    assert not guard.reserve(second)
+    assert "job job budget of 0.0006 USD reached" in guard.stop_message()
+    guard.release(first)
+    assert guard.reserve(second)
+    guard.close()
+    assert list(CostStore(tmp_path / "costs.sqlite").records()) == []
+
+
+def test_price_book_keeps_one_price_per_model_and_provider() -> None:
+    book = PriceBook(lambda model, provider: None)  # type: ignore[arg-type, return-value]
+    prices = parse_pricing(CHAT)
+    book.put(prices, "alpha")
+    assert book.get("chat-model", "alpha") is prices
+    assert book.get("chat-model") is None
+
+
+def test_budgets_from_manifest(tmp_path: Path) -> None:
+    from relaybatch.manifests import open_manifest
+
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        "run: {budget_usd: 2.50}\n"
+        "jobs:\n"
+        "  - {name: a, kind: chat, model: m, prompt: hi, budget_usd: 0.10, items: [{id: 1}]}\n"
+        "  - {name: b, kind: chat, model: m, prompt: hi, items: [{id: 1}]}\n"
+    )
+    budgets = budgets_from_manifest(open_manifest(manifest))
+    assert budgets.run_usd == D("2.50")
+    assert budgets.job_usd == {"a": D("0.10")}
+
+
+def test_exported_names() -> None:
+    assert sorted(relaybatch.costs.__all__) == sorted(
+        [
+            "TIER_THRESHOLD_TOKENS",
+            "Budget",
+            "Budgets",
+            "CallCost",
+            "CostComponent",
+            "CostStore",
+            "LedgerRow",
+            "ModelPrices",
+            "PriceBook",
+            "PricingError",
+            "Refusal",
+            "RunSpend",
+            "RunSpendGuard",
+            "UsageCounts",
+            "UsageError",
+            "budgets_from_manifest",
+            "calls_in_store",
+            "ledger_schema",
+            "load_spend",
+            "open_spend_guard",
+            "parse_pricing",
+            "price_call",
+            "render_dashboard",
+            "spend_guard_for_run",
+            "worst_case_usd",
+            "write_dashboard",
+            "write_ledger",
+        ]
+    )
+    for name in relaybatch.costs.__all__:
+        assert hasattr(relaybatch.costs, name)
