@@ -63,6 +63,7 @@ class Poller:
         self.heap: list[_Due] = []
         self.active = 0
         self.abandoned = 0
+        self._broken = False  # a poll raised: the group is shutting down, start no more polls
         self.rng = random.Random()
         self._sequence = itertools.count()
         self._wake = asyncio.Event()
@@ -122,7 +123,7 @@ class Poller:
     async def run(self) -> None:
         slots = asyncio.Semaphore(self.settings.concurrency)
         async with asyncio.TaskGroup() as polls:
-            while not self._stopping():
+            while not self._stopping() and not self._broken:
                 if not self.heap:
                     if self._over and self.active == 0:
                         return
@@ -134,17 +135,29 @@ class Poller:
                     continue
                 entry = heapq.heappop(self.heap)
                 await slots.acquire()
+                # A poll that failed meanwhile has cancelled this loop: let that arrive here, not
+                # as a create_task on a group that is shutting down.
+                await asyncio.sleep(0)
+                if self._broken:
+                    slots.release()
+                    break
                 self.active += 1
                 polls.create_task(self._poll_and_release(entry, slots))
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
+        # asyncio.timeout, not wait_for: wait_for can swallow a cancellation that arrives as the
+        # event fires (Python 3.11), and a failed poll cancels this loop exactly then.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=min(seconds, 0.2))
+            async with asyncio.timeout(min(seconds, 0.2)):
+                await self._wake.wait()
 
     async def _poll_and_release(self, entry: _Due, slots: asyncio.Semaphore) -> None:
         try:
             await self._poll(entry)
+        except BaseException:
+            self._broken = True
+            raise
         finally:
             self.active -= 1
             slots.release()

@@ -215,7 +215,8 @@ class Execution:
         earliest = self.store.earliest_not_before()
         delay = 0.05 if earliest is None else min(max(0.0, earliest - epoch()), 1.0)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop.wait(), timeout=max(delay, 0.005))
+            async with asyncio.timeout(max(delay, 0.005)):
+                await self.stop.wait()
 
     async def _work(self) -> None:
         while (row := await self.queue.get()) is not None:
@@ -372,6 +373,13 @@ class Execution:
             await asyncio.sleep(0.5)
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exception in group.exceptions:
+        leaves.extend(_leaves(exception) if isinstance(exception, BaseExceptionGroup) else [exception])
+    return leaves
+
+
 async def execute(
     store: CheckpointStore,
     client: GatewayClient,
@@ -397,9 +405,10 @@ async def execute(
     try:
         await execution.run()
     except BaseExceptionGroup as group:
-        # One failure inside the task groups: raise it as itself, the way callers expect it.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
+        # Failures of one kind inside the task groups: raise the first as itself, as callers expect.
+        leaves = _leaves(group)
+        if len({type(leaf) for leaf in leaves}) == 1:
+            raise leaves[0] from None
         raise
     store.record_stop(execution.stop_reason)
     return RunSummary(
