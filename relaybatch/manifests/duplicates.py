@@ -57,14 +57,15 @@ class DuplicateFinder:
         self._db.execute(
             "CREATE TABLE seen (digest INTEGER PRIMARY KEY, job INTEGER, number INTEGER, line INTEGER)"
         )
-        self._pending: list[tuple[str, Where, str]] = []
+        # Digests, not key strings: the pending batch is the finder's only Python-side memory.
+        self._pending: list[tuple[int, Where, str]] = []
 
     @property
     def full(self) -> bool:
         return len(self._pending) >= BATCH_ROWS
 
     def add(self, key: str, where: Where, label: str = "") -> None:
-        self._pending.append((key, where, label))
+        self._pending.append((digest(key), where, label))
 
     def flush(self) -> list[Repeat]:
         """Every repeat among the keys added since the last flush, in the order they were added."""
@@ -75,16 +76,14 @@ class DuplicateFinder:
         before = db.total_changes
         db.execute("BEGIN")
         # Sorted by digest, the inserts walk the B-tree in order instead of jumping around it.
-        rows = sorted((digest(key), *where) for key, where, _ in pending)
+        rows = sorted((value, *where) for value, where, _ in pending)
         db.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?, ?, ?)", rows)
         db.execute("COMMIT")
         if db.total_changes - before == len(pending):
             return []
         repeats = []
-        for key, where, label in pending:
-            found = db.execute(
-                "SELECT job, number, line FROM seen WHERE digest = ?", (digest(key),)
-            ).fetchone()
+        for value, where, label in pending:
+            found = db.execute("SELECT job, number, line FROM seen WHERE digest = ?", (value,)).fetchone()
             first = Where(*found)
             if (first.job, first.number) != (where.job, where.number):
                 repeats.append(Repeat(label, where, first))
