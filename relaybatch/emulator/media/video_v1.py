@@ -2,7 +2,8 @@
 
 The interface shows nothing of the V1 body beyond ``model`` and ``prompt``; the emulator's V1 schema
 (an assumption, documented) is: ``seconds`` (integer 1-20, default 5), ``aspect_ratio`` (16:9, 9:16,
-1:1), ``resolution`` (480p, 720p, 1080p), and optional ``image_url``, ``negative_prompt``, ``seed``.
+1:1), ``resolution`` (480p, 720p, 1080p), and optional ``image_url``, ``negative_prompt``, ``seed``,
+``audio`` (video_pricing.py).
 V2 fields (``size``, ``input_reference``, string ``seconds``) are refused: the schemas do not mix.
 
 Task states follow the emulator clock: pending (v1_pending_seconds) -> processing
@@ -24,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from relaybatch.emulator.auth import authenticate
-from relaybatch.emulator.billing import generation_cost
 from relaybatch.emulator.clock import rfc3339
 from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.common import (
@@ -41,11 +41,22 @@ from relaybatch.emulator.media.common import (
 )
 from relaybatch.emulator.media.problems import InvalidMediaRequest
 from relaybatch.emulator.media.video_files import build_mp4
+from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
 from relaybatch.emulator.state import EmulatorState, request_body_hash
 
 ROUTE = "/v1/videos/generations"
 V1_FIELDS = frozenset(
-    {"model", "prompt", "seconds", "aspect_ratio", "resolution", "image_url", "negative_prompt", "seed"}
+    {
+        "model",
+        "prompt",
+        "seconds",
+        "aspect_ratio",
+        "resolution",
+        "image_url",
+        "negative_prompt",
+        "seed",
+        AUDIO_FIELD,
+    }
 )
 V2_ONLY_FIELDS = ("size", "input_reference")
 SECONDS_RANGE = (1, 20)
@@ -194,13 +205,14 @@ async def create_task(request: Request) -> Response:
         _refuse_v2_model(state, body.get("model"))
         model = resolve_model(state, account, body.get("model"), ("video_v1",), ROUTE)
         v1_request = validate_v1_body(body)
+        with_audio = wants_audio(body)
+        pricing = state.price_for(model.id)
+        if pricing is None:
+            return missing_price(model.id)
+        cost: Decimal = video_quote(pricing, model.id, v1_request.seconds, with_audio=with_audio)
     except InvalidMediaRequest as problem:
         return invalid(problem)
-    pricing = state.price_for(model.id)
-    if pricing is None:
-        return missing_price(model.id)
-    cost: Decimal = generation_cost(pricing, video_seconds=v1_request.seconds)
-    usage = {"seconds": v1_request.seconds}
+    usage = {"seconds": v1_request.seconds, "with_audio": with_audio}
     refused = state.charge(account, ROUTE, model.id, cost, usage, request_body_hash(request))
     if refused is not None:
         return refused

@@ -7,7 +7,8 @@ A video's status is computed from the emulator clock each time it is read (no ba
     queued | in_progress --DELETE--> cancelled; DELETE on a finished video deletes it (then 404).
 
 Render time = render_seconds_base + render_seconds_per_video_second x seconds (media.video settings).
-The quote (``quote_usd`` = seconds x the model's per-second price) is fixed and charged at creation;
+The quote (``quote_usd`` = seconds x the model's per-second price, the with-audio price for
+``audio: true``; see video_pricing.py) is fixed and charged at creation;
 polls, cancels and downloads are free. Unknown ids and other accounts' ids are 404.
 """
 
@@ -24,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from relaybatch.emulator.auth import authenticate
-from relaybatch.emulator.billing import generation_cost
 from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.common import (
     FAIL_TRIGGER,
@@ -41,13 +41,14 @@ from relaybatch.emulator.media.image_codec import ImageFormat, render_image
 from relaybatch.emulator.media.problems import InvalidMediaRequest
 from relaybatch.emulator.media.settings import VideoSettings
 from relaybatch.emulator.media.video_files import build_mp4
+from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
 from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
 
 ROUTE = "/v2/videos"
 SECONDS = ("4", "8", "12")
 SIZES = ("720x1280", "1280x720", "1024x1792", "1792x1024")
 MAX_PROMPT_CHARS = 32_000
-V2_FIELDS = frozenset({"model", "prompt", "seconds", "size", "input_reference"})
+V2_FIELDS = frozenset({"model", "prompt", "seconds", "size", "input_reference", AUDIO_FIELD})
 REFERENCE_MIME_TYPES = ("image/png", "image/jpeg", "image/webp")
 CONTENT_VARIANTS = {"video": "video/mp4", "thumbnail": "image/webp", "spritesheet": "image/jpeg"}
 
@@ -207,13 +208,14 @@ async def create_video(request: Request) -> Response:
         _refuse_v1_model(state, body.get("model"))
         model = resolve_model(state, account, body.get("model"), ("video",), ROUTE)
         prompt, seconds, size = validate_v2_body(body)
+        with_audio = wants_audio(body)
+        pricing = state.price_for(model.id)
+        if pricing is None:
+            return missing_price(model.id)
+        quote = video_quote(pricing, model.id, seconds, with_audio=with_audio)
     except InvalidMediaRequest as problem:
         return invalid(problem)
-    pricing = state.price_for(model.id)
-    if pricing is None:
-        return missing_price(model.id)
-    quote = generation_cost(pricing, video_seconds=seconds)
-    usage = {"seconds": seconds, "size": size}
+    usage = {"seconds": seconds, "size": size, "with_audio": with_audio}
     refused = state.charge(account, ROUTE, model.id, quote, usage, request_body_hash(request))
     if refused is not None:
         return refused

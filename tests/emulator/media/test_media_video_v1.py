@@ -153,3 +153,12 @@ async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient, state
     response = await create(http, seconds=None, aspect_ratio=None, resolution=None, size=None, seed=None)
     assert response.status_code == 200, response.text
     assert charges(state, ROUTE)[0].usd == Decimal("0.05") * 5
+
+
+async def test_audio_flag_is_refused_for_a_silent_model(
+    http: httpx.AsyncClient, state: EmulatorState
+) -> None:
+    response = await create(http, audio=True)
+    assert response.status_code == 400 and "audio" in response.json()["error"]["message"]
+    assert (await create(http, audio=False)).status_code == 200
+    assert charges(state, ROUTE)[0].usd == Decimal("0.25")

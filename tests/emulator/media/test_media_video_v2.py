@@ -212,3 +212,21 @@ async def test_auth_and_balance(http: httpx.AsyncClient, state: EmulatorState) -
 async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient) -> None:
     video = (await create(http, seconds=None, size=None, input_reference=None)).json()
     assert (video["seconds"], video["size"]) == ("4", "720x1280")
+
+
+async def test_audio_flag_uses_the_with_audio_price(http: httpx.AsyncClient, state: EmulatorState) -> None:
+    pro = await http.post(
+        "/v2/videos",
+        headers=bearer(),
+        json={"model": "relay-video-2-pro", "prompt": "p", "seconds": "8", "audio": True},
+    )
+    assert pro.status_code == 200
+    assert Decimal(pro.json()["quote_usd"]) == Decimal("0.50") * 8
+    silent = await http.post(
+        "/v2/videos", headers=bearer(), json={"model": "relay-video-2-pro", "prompt": "p", "audio": False}
+    )
+    assert Decimal(silent.json()["quote_usd"]) == Decimal("0.30") * 4
+    refused = await create(http, audio=True)  # relay-video-2 has no with-audio price
+    assert refused.status_code == 400 and "audio" in refused.json()["error"]["message"]
+    assert (await create(http, audio="yes")).status_code == 400
+    assert [charge.usd for charge in charges(state, "/v2/videos")] == [Decimal("4.00"), Decimal("1.20")]
