@@ -16,9 +16,10 @@ KEY = "rb-demo-key"
 BASE = "http://emulator.test"
 
 
-def openai_client(app: Starlette) -> openai.AsyncOpenAI:
-    http_client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
-    return openai.AsyncOpenAI(api_key=KEY, base_url=BASE + "/v1", http_client=http_client, max_retries=0)
+def openai_client(app: Starlette, base_path: str = "/v1") -> openai.AsyncOpenAI:
+    # openai 3.x, like anthropic 2.x, runs on httpx2.
+    http_client = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE)
+    return openai.AsyncOpenAI(api_key=KEY, base_url=BASE + base_path, http_client=http_client, max_retries=0)
 
 
 def anthropic_client(app: Starlette) -> anthropic.AsyncAnthropic:
@@ -88,12 +89,11 @@ async def test_openai_responses_plain_and_stream(app: Starlette) -> None:
 
     assert response.output_text.startswith("Emulated answer")
     assert events[-1].type == "response.completed"
-    assert events[-1].response.output_text == response.output_text  # type: ignore[union-attr]
+    assert events[-1].response.output_text == response.output_text
 
 
 async def test_openai_sdk_through_the_chat_converter(app: Starlette) -> None:
-    async with openai_client(app) as client:
-        client.base_url = httpx.URL(BASE + "/openai/v1/")
+    async with openai_client(app, "/openai/v1") as client:
         completion = await client.chat.completions.create(
             model="relay-claude-haiku", messages=[{"role": "user", "content": "hello"}]
         )
