@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +352,7 @@ def _column_value(name: str, value: Any) -> Any:
     if name in ("result", "cost_detail") and value is not None and not isinstance(value, str):
         return json.dumps(value, sort_keys=True, default=str)
     if name == "cost_usd" and value is not None:
-        return str(value)  # a Decimal kept exactly as text; never a float
+        return format(Decimal(value), "f")  # exact, in plain notation; never a float
     return value
 
 

@@ -28,7 +28,7 @@ async def test_demo_manifest_runs_end_to_end(
     table = pq.read_table(path).to_pylist()
     assert [row["item_id"] for row in table] == ["q1", "q2", "q3"]
     assert all(row["state"] == "done" and row["output_text"] for row in table)
-    assert all(row["prompt_tokens"] > 0 for row in table)
+    assert all(row["input_tokens"] > 0 for row in table)
 
 
 async def test_second_run_sends_nothing_for_done_items(

@@ -1,0 +1,88 @@
+"""Results Parquet: typed columns, judgment answers flattened, media paths, atomic files, rebuildable."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from engine_fakes import FAST, ClientFactory
+from engine_items import chat, every_kind, item
+
+from relaybatch.engine import CheckpointStore, execute, export_results
+from relaybatch.engine.outputs import safe_file_name
+
+
+async def test_every_kind_exports_typed_columns(
+    store: CheckpointStore, make_client: ClientFactory, tmp_path: Path
+) -> None:
+    store.add_items(every_kind())
+    await execute(store, make_client(), settings=FAST)
+
+    [path] = export_results(store, tmp_path / "results")
+    table = pq.read_table(path)
+    rows = {row["kind"]: row for row in table.to_pylist()}
+
+    assert table.schema.field("answer_complaint").type == pa.float64()
+    assert table.schema.field("answer_topic").type == pa.string()
+    assert table.schema.field("answer_anger").type == pa.float64()
+    assert table.schema.field("cost_usd").type == pa.decimal128(38, 18)
+    assert table.schema.field("input_tokens").type == pa.int64()
+    assert 0.0 <= rows["judgment"]["answer_complaint"] <= 1.0
+    assert rows["judgment"]["answer_topic"] in ("billing", "delivery")
+    assert rows["judgment"]["answer_anger_confidence"] is not None
+    assert rows["chat"]["output_text"] and rows["chat"]["input_tokens"] > 0
+    assert rows["image"]["media_paths"][0].endswith(".webp") or rows["image"]["media_paths"][0].startswith(
+        "media/"
+    )
+    assert rows["video"]["media_paths"] and rows["video"]["remote_id"]
+    assert rows["chat"]["input_id"] == "chat-1"
+    assert all(row["state"] == "done" and row["error"] is None for row in rows.values())
+
+
+def test_carried_columns_keep_their_type_and_failures_carry_the_reason(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    store.add_items(
+        [
+            item("chat", {"model": "m", "messages": [], "n": 1}, "a").model_copy(
+                update={"carry": {"n": 1, "x": 0.5}}
+            ),
+            item("chat", {"model": "m", "messages": [], "n": 2}, "b").model_copy(
+                update={"carry": {"n": 2, "x": 2}}
+            ),
+        ]
+    )
+    key = item("chat", {"model": "m", "messages": [], "n": 2}, "b").key
+    store.transition(key, "failed", last_error="400 invalid_request_error: bad", cost_usd=Decimal("0.25"))
+
+    [path] = export_results(store, tmp_path)
+    table = pq.read_table(path)
+
+    assert table.schema.field("input_n").type == pa.int64()
+    assert table.schema.field("input_x").type == pa.float64()
+    failed = [row for row in table.to_pylist() if row["state"] == "failed"][0]
+    assert failed["error"].startswith("400")
+    assert failed["cost_usd"] == Decimal("0.25")
+
+
+def test_export_replaces_the_file_whole_and_clears_half_written_ones(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    store.add_items([chat(1, job="q/../../etc"), chat(2, job="q/../../etc")])
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / ".q_.._.._etc.parquet.tmp-123").write_bytes(b"half a file")
+
+    [path] = export_results(store, results)
+
+    assert path.parent == results and path.name == "q_.._.._etc.parquet"
+    assert pq.read_table(path).num_rows == 2
+    assert [p.name for p in results.iterdir()] == [path.name]
+
+
+def test_safe_file_names() -> None:
+    assert safe_file_name("../../x") == "x"
+    assert safe_file_name("daily report") == "daily_report"
+    assert safe_file_name("...") == "job"

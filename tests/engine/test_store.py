@@ -1,0 +1,78 @@
+"""The checkpoint store: items in once, changes committed with their events, run and price rows."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from engine_items import chat
+
+from relaybatch.engine import Change, CheckpointStore
+
+
+def test_items_are_added_once_and_keep_their_state(store: CheckpointStore) -> None:
+    assert store.add_items([chat(1), chat(2)]) == 2
+    store.transition(chat(1).key, "sending", attempts=1)
+
+    assert store.add_items([chat(1), chat(2), chat(3)]) == 1
+    assert store.count_by_state() == {"pending": 2, "sending": 1}
+
+
+def test_a_group_of_changes_is_one_transaction_with_one_event_each(store: CheckpointStore) -> None:
+    store.add_items([chat(1), chat(2)])
+
+    store.apply(
+        [
+            Change(chat(1).key, "sending", {"attempts": 1}),
+            Change(chat(2).key, "failed", {"last_error": "400 bad"}, "400 bad"),
+        ]
+    )
+
+    assert [e["state"] for e in store.events(chat(1).key)] == ["sending"]
+    assert store.events(chat(2).key)[0]["detail"] == "400 bad"
+    assert store.item(chat(1).key)["attempts"] == 1
+
+
+def test_a_change_to_an_unknown_column_is_refused_before_any_write(store: CheckpointStore) -> None:
+    store.add_items([chat(1)])
+    with pytest.raises(ValueError, match="request"):
+        store.apply([Change(chat(1).key, "done"), Change(chat(1).key, "done", {"request": "{}"})])
+    assert store.count_by_state() == {"pending": 1}
+
+
+def test_committed_changes_are_visible_to_another_connection(store: CheckpointStore) -> None:
+    store.add_items([chat(1)])
+    store.transition(chat(1).key, "sending", attempts=1)
+
+    other = sqlite3.connect(store.path)
+    try:
+        assert other.execute("select state from items").fetchone() == ("sending",)
+    finally:
+        other.close()
+
+
+def test_costs_are_kept_as_exact_decimal_text(store: CheckpointStore) -> None:
+    from decimal import Decimal
+
+    store.add_items([chat(1)])
+    store.transition(chat(1).key, "done", cost_usd=Decimal("0.000000150000000001"))
+
+    assert store.item(chat(1).key)["cost_usd"] == "0.000000150000000001"
+
+
+def test_run_settings_stop_reason_and_price_snapshots(store: CheckpointStore) -> None:
+    store.save_run("demo", {"uncertain_policy": "resend"})
+    store.record_stop("402: top up")
+    store.save_price_snapshot("relay-chat-small", {"text": {"prompt": "0.00000015"}})
+
+    assert store.run_settings() == {"uncertain_policy": "resend"}
+    assert store.stop_reason() == "402: top up"
+    assert store.price_snapshot("relay-chat-small") == {"text": {"prompt": "0.00000015"}}
+    assert store.price_snapshot("relay-chat-small", provider="beta") is None
+
+
+def test_counts_per_job(store: CheckpointStore) -> None:
+    store.add_items([chat(1, job="a"), chat(2, job="b"), chat(3, job="b")])
+    store.transition(chat(2, job="b").key, "sending")
+
+    assert store.count_by_job_and_state() == {"a": {"pending": 1}, "b": {"pending": 1, "sending": 1}}
