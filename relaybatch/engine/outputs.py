@@ -89,8 +89,8 @@ def _question_types(request: dict[str, Any]) -> dict[str, str]:
 def _schema(store: CheckpointStore, job: str) -> tuple[pa.Schema, dict[str, str]]:
     carry_kinds: dict[str, set[type]] = {}
     questions: dict[str, str] = {}
-    for carry_text, request_text, kind in store.db.execute(
-        "select carry, case when kind = 'judgment' then request end, kind from items where job = ?", [job]
+    for carry_text, request_text in store.db.execute(
+        "select carry, case when kind = 'judgment' then request end from items where job = ?", [job]
     ):
         for name, value in json.loads(carry_text or "{}").items():
             carry_kinds.setdefault(name, set()).add(type(value))

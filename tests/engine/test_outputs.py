@@ -62,7 +62,7 @@ def test_carried_columns_keep_their_type_and_failures_carry_the_reason(
 
     assert table.schema.field("input_n").type == pa.int64()
     assert table.schema.field("input_x").type == pa.float64()
-    failed = [row for row in table.to_pylist() if row["state"] == "failed"][0]
+    failed = next(row for row in table.to_pylist() if row["state"] == "failed")
     assert failed["error"].startswith("400")
     assert failed["cost_usd"] == Decimal("0.25")
 
