@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,7 @@ from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
 
 MONEY = pa.decimal128(38, 18)
-# Every Decimal the ledger holds must fit this scale exactly; a price with more than 18
-# decimals would be rounded by the cast, so it is refused instead (see _to_arrow_decimal).
-MONEY_QUANTUM = Decimal(1).scaleb(-18)
+EXPORT_BATCH_ROWS = 10_000
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
@@ -113,12 +112,13 @@ def flat_record(row: LedgerRow) -> dict[str, Any]:
         "remote_id": row.remote_id,
         "tier": row.cost.tier,
     }
-    usage = asdict(row.usage)
     for name in USAGE_COLUMNS:
-        record[name] = str(usage[name]) if name in SECONDS_COLUMNS else usage[name]
+        value = getattr(row.usage, name)
+        record[name] = str(value) if name in SECONDS_COLUMNS else value
     record["quote_usd"] = _text(row.usage.quote_usd)
+    parts = {part.name: part for part in row.cost.components}
     for name in COMPONENTS:
-        part = row.cost.component(name)
+        part = parts.get(name)
         record[f"price_{name}"] = _text(part.unit_price) if part else None
         record[f"usd_{name}"] = _text(part.usd) if part else None
     record["price_paths"] = json.dumps({part.name: part.price_path for part in row.cost.components})
@@ -170,29 +170,6 @@ def ledger_schema() -> pa.Schema:
     return pa.schema(columns)
 
 
-def _to_arrow_decimal(value: str | None, column: str) -> Decimal | None:
-    if value is None:
-        return None
-    number = Decimal(value)
-    if number.quantize(MONEY_QUANTUM) != number:
-        raise ValueError(f"ledger {column}: {value} has more than 18 decimal places")
-    return number
-
-
-def _arrow_record(record: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for column in schema:
-        value = record.get(column.name)
-        if column.type == MONEY:
-            value = _to_arrow_decimal(value, column.name)
-        elif column.name == "charged_at" and value is not None:
-            value = datetime.fromisoformat(value)
-        elif column.type == pa.bool_() and value is not None:
-            value = bool(value)
-        out[column.name] = value
-    return out
-
-
 def _sqlite_columns() -> dict[str, type]:
     """SQLite column types for the ledger: exact decimals as text, counts as integers."""
     kinds: dict[str, type] = {"id": str}
@@ -213,6 +190,8 @@ class CostStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
+        # As the checkpoint store: WAL + NORMAL survives a crash of the process, and commits are cheap.
+        connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=10000")
         self.path = path
         self.db = sqlite_utils.Database(connection)
@@ -227,12 +206,16 @@ class CostStore:
         self.db.conn.close()
 
     def record(self, row: LedgerRow) -> None:
-        """Store one settled charge; settling the same call twice keeps one row."""
+        """Store one settled charge (committed on return); settling the same call twice keeps one row."""
+        record = flat_record(row)
         with self.db.conn:
-            self.db.table("charges").upsert(flat_record(row), pk="id")
+            self.db.conn.execute(_UPSERT_SQL, [record[name] for name in _COLUMN_NAMES])
 
     def records(self) -> Iterator[dict[str, Any]]:
-        return self.db.table("charges").rows_where(order_by="charged_at, id")
+        cursor = self.db.conn.execute("select * from charges order by charged_at, id")
+        names = [description[0] for description in cursor.description]
+        for values in cursor:
+            yield dict(zip(names, values, strict=True))
 
     def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
         """USD the budget counts as spent, for the run and per job.
@@ -265,19 +248,40 @@ class CostStore:
             yield record["model"], record["provider"] or None, json.loads(record["pricing"])
 
 
-def ledger_table(records: Iterator[Mapping[str, Any]] | list[Mapping[str, Any]]) -> pa.Table:
+def _column(values: list[Any], column: pa.Field) -> pa.Array:
+    if column.type == MONEY or pa.types.is_timestamp(column.type):
+        try:
+            # Exact text to exact decimal; a value with more than 18 decimals is refused, not rounded.
+            return pa.array(values, pa.string()).cast(column.type)
+        except pa.ArrowInvalid as error:
+            raise ValueError(f"ledger column {column.name}: {error}") from None
+    if pa.types.is_boolean(column.type):
+        return pa.array([None if value is None else bool(value) for value in values], pa.bool_())
+    return pa.array(values, column.type)
+
+
+def ledger_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Ledger records (as the cost store keeps them) as an Arrow table with the ledger schema."""
     schema = ledger_schema()
-    return pa.Table.from_pylist([_arrow_record(record, schema) for record in records], schema=schema)
+    rows = list(records)
+    arrays = [_column([row.get(column.name) for row in rows], column) for column in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_parquet_atomically(table: pa.Table, path: Path) -> None:
-    """Write under a temporary name in the same folder, then rename: no reader sees half a file."""
+_COLUMN_NAMES = tuple(_sqlite_columns())
+_UPSERT_SQL = (
+    f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
+    f"values ({', '.join('?' for _ in _COLUMN_NAMES)})"
+)
+
+
+def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS) -> Path:
+    """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, temporary)
+    records = store.records()
+    with pq.ParquetWriter(temporary, ledger_schema()) as writer:
+        while batch := list(islice(records, batch_rows)):
+            writer.write_table(ledger_table(batch))
     os.replace(temporary, path)
-
-
-def write_ledger(store: CostStore, path: Path) -> Path:
-    write_parquet_atomically(ledger_table(list(store.records())), path)
     return path
