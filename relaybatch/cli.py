@@ -177,16 +177,14 @@ def plan(
 @app.command()
 @reports_user_errors
 def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
-    """Print a run's item counts per state and job."""
+    """Print a run's item counts per state and job, why it last stopped, and its uncertain items."""
     from relaybatch.engine import CheckpointStore
+    from relaybatch.engine.status import status_view
 
     paths = _existing_run(run_name, runs_dir)
     store = CheckpointStore(paths.checkpoint)
     try:
-        table = Table("state", "items")
-        for state, count in sorted(store.count_by_state().items()):
-            table.add_row(state, str(count))
-        console.print(table)
+        console.print(status_view(store))
     finally:
         store.close()
 
@@ -194,7 +192,7 @@ def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
 @app.command()
 @reports_user_errors
 def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
-    """Rebuild a run's results Parquet files from its checkpoint store."""
+    """Rebuild a run's results Parquet files (one per job) from its checkpoint store."""
     from relaybatch.engine import CheckpointStore, export_results
 
     paths = _existing_run(run_name, runs_dir)
