@@ -1,0 +1,69 @@
+"""Serve the gateway emulator over uvicorn for the peer benchmark, counting answer statuses.
+
+The emulator's own request log counts requests per body but not what it answered, and a peer
+cannot tell us how many 429s it swallowed, so a thin ASGI wrapper counts every status the
+emulator sends on a public route (``GET /_bench/statuses``). Everything else is the emulator
+exactly as ``relaybatch emulator serve`` runs it.
+
+    python benchmarks/peers/emulator_server.py --port 8781 --config FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relaybatch.emulator import create_app, load_config
+
+STATUS_PATH = "/_bench/statuses"
+
+
+class StatusCounter:
+    """Counts the HTTP status of every answer outside the admin routes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.statuses: Counter[int] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == STATUS_PATH:
+            await self._report(send)
+            return
+        if scope["path"].startswith("/_emulator/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.statuses[int(message["status"])] += 1
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+    async def _report(self, send: Send) -> None:
+        body = json.dumps({str(status): count for status, count in sorted(self.statuses.items())}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--config", type=Path, default=None)
+    args = parser.parse_args()
+    app = StatusCounter(create_app(load_config(args.config)))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
