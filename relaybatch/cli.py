@@ -83,6 +83,25 @@ BaseUrlOption = Annotated[
     ),
 ]
 RunArgument = Annotated[str, typer.Argument(help="Run name: the manifest's file name without extension.")]
+ShardOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shard",
+        help="Run only shard I of N (e.g. 1/2) in <run>/shards/I-of-N; `relaybatch merge` joins them.",
+    ),
+]
+SharedLimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--shared-limit-rpm",
+        help="Requests per minute shared with every run on the same Prefect server "
+        "[default: RELAYBATCH_SHARED_LIMIT_RPM; unset: this process's own limiter].",
+    ),
+]
+DeploymentsOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="Deployments file [default: configs/deployments.yaml]."),
+]
 
 
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
@@ -94,22 +113,39 @@ def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
 
 @app.command()
 @reports_user_errors
-def run(manifest: ManifestArgument, runs_dir: RunsDirOption = None, base_url: BaseUrlOption = None) -> None:
+def run(
+    manifest: ManifestArgument,
+    runs_dir: RunsDirOption = None,
+    base_url: BaseUrlOption = None,
+    shard: ShardOption = None,
+    shared_limit_rpm: SharedLimitOption = None,
+) -> None:
     """Run a manifest, or resume its run: done items are never sent again."""
     from relaybatch.manifests import load_items
+    from relaybatch.tasks.sharding import Shard
 
     load_items(manifest)  # validate before Prefect starts, so bad input fails fast and cleanly
+    if shard is not None:
+        Shard.parse(shard)
     _quiet_prefect()
     import asyncio
 
     from relaybatch.flows import run_manifest
 
-    outcome = asyncio.run(run_manifest(manifest, runs_dir=runs_dir, base_url=base_url))
+    outcome = asyncio.run(
+        run_manifest(
+            manifest, runs_dir=runs_dir, base_url=base_url, shard=shard, shared_limit_rpm=shared_limit_rpm
+        )
+    )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
     console.print(f"run folder: {outcome.run_dir}")
     console.print(f"items: {counts} ({outcome.added} new)")
     for path in outcome.results:
         console.print(f"results: {path}")
+    if outcome.stopped:
+        # The run is resumable: the same command picks up where it stopped.
+        typer.echo(f"stopped: {outcome.stopped}", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -155,12 +191,12 @@ def plan(
     for group in result.groups:
         units = group.units
         out_tokens = units.output_tokens + units.output_image_tokens
-        usd = "?" if group.usd is None else f"{group.usd:.4f}"
+        usd = "?" if group.usd is None else f"{group.usd:.6f}"
         row = (units.items, units.input_tokens, out_tokens, units.video_seconds)
         table.add_row(group.job, group.kind, group.model or "-", *map(str, row), usd)
     console.print(table)
     console.print(
-        f"estimated total: {result.total_usd:.4f} USD (tokens ~ text length / 4; output = max tokens)"
+        f"estimated total: {result.total_usd:.6f} USD (tokens ~ text length / 4; output = max tokens)"
     )
     if checked.settings.budget_usd is not None:
         verdict = "covers" if result.total_usd <= checked.settings.budget_usd else "is BELOW"
@@ -224,6 +260,80 @@ def report(
 
     settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
     run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir)
+
+
+@app.command()
+@reports_user_errors
+def merge(
+    run_name: RunArgument,
+    runs_dir: RunsDirOption = None,
+    shards: Annotated[
+        int | None, typer.Option("--shards", help="Number of shards [default: the split on disk].")
+    ] = None,
+) -> None:
+    """Merge the results of a run's shards into the run's own results folder."""
+    from relaybatch.settings import Settings
+    from relaybatch.tasks.sharding import merge_shard_results, shard_count_on_disk
+
+    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    paths = RunPaths.for_run(settings.runs_dir, run_name)
+    for path in merge_shard_results(paths, shards or shard_count_on_disk(paths)):
+        console.print(f"results: {path}")
+
+
+def _prefect_server_url() -> str:
+    """Deployments and schedules need a real server; say how to get one instead of starting
+    an ephemeral server that would vanish with this process."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        raise UserError(
+            "no Prefect server: run `prefect server start` and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api (docs/prefect.md)"
+        )
+    return str(url)
+
+
+@app.command()
+@reports_user_errors
+def deploy(
+    config: DeploymentsOption = None,
+    pool: Annotated[
+        str | None, typer.Option("--pool", help="Work pool [default: work_pool in the file].")
+    ] = None,
+) -> None:
+    """Register the scheduled deployments of configs/deployments.yaml on a work pool."""
+    import asyncio
+
+    from relaybatch.flows.deployments import load_deployments, register_deployments
+
+    deployments = load_deployments(config)
+    _quiet_prefect()
+    url = _prefect_server_url()
+    names = asyncio.run(register_deployments(deployments, work_pool=pool))
+    work_pool = pool or deployments.work_pool
+    for name in names:
+        console.print(f"deployed: {name} (work pool {work_pool})")
+    console.print(f"run them with: prefect worker start --pool {work_pool}   (server {url})")
+
+
+@app.command()
+@reports_user_errors
+def serve(config: DeploymentsOption = None) -> None:
+    """Register the deployments of configs/deployments.yaml and run them from this process."""
+    import asyncio
+
+    from prefect import serve as prefect_serve
+
+    from relaybatch.flows.deployments import load_deployments, runner_deployments
+
+    specs = load_deployments(config)
+    _quiet_prefect()
+    url = _prefect_server_url()
+    deployments = asyncio.run(runner_deployments(specs))
+    console.print(f"serving {len(deployments)} deployments on {url}; Ctrl-C stops")
+    prefect_serve(*deployments, print_starting_message=False)
 
 
 @emulator_app.command("serve")

@@ -181,6 +181,16 @@ class VideoV1Request(_Request):
     prompt: str = Field(min_length=1)
     seconds: int | None = Field(default=None, ge=1)
 
+    @model_validator(mode="after")
+    def _no_v2_fields(self) -> VideoV1Request:
+        extra = self.model_extra or {}
+        for name in ("size", "input_reference"):
+            if name in extra:
+                raise ValueError(
+                    f"{name} is a V2 video field; legacy V1 bodies must not mix in the V2 schema"
+                )
+        return self
+
 
 class _Question(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -254,6 +264,18 @@ def coerce_numbers(request: dict[str, Any]) -> list[tuple[str, str]]:
         except ValueError:
             problems.append((field, f"'{value}' is not a number"))
     return problems
+
+
+def normalize_seconds(kind: str, request: dict[str, Any]) -> list[tuple[str, str]]:
+    """V2 video takes seconds as a string ("4"), legacy V1 as an integer: accept either spelling."""
+    seconds = request.get("seconds")
+    if kind == "video" and isinstance(seconds, int) and not isinstance(seconds, bool):
+        request["seconds"] = str(seconds)
+    elif kind == "video_v1" and isinstance(seconds, str):
+        if not seconds.strip().isdigit():
+            return [("seconds", f"'{seconds}' is not a whole number of seconds")]
+        request["seconds"] = int(seconds)
+    return []
 
 
 def check_request(kind: str, request: dict[str, Any]) -> list[tuple[str, str]]:

@@ -23,6 +23,8 @@ INPUT_IMAGE_TOKENS = 1000
 # priced as high so the estimate errs on the side of spending less than it says.
 IMAGE_OUTPUT_TOKENS = {"low": 272, "medium": 1056, "high": 4160, "auto": 4160, "xhigh": 6240, "max": 8320}
 SQUARE_PIXELS = 1024 * 1024
+# Output tokens of one generate-content image (a 1K image on the public image models of that family).
+GENERATED_IMAGE_TOKENS = 1290
 V1_DEFAULT_SECONDS = 5
 V2_DEFAULT_SECONDS = 4
 JUDGMENT_USD_PER_INPUT_TOKEN = Decimal("0.042") / Decimal(1_000_000)
@@ -92,6 +94,12 @@ def _output_cap(kind: str, request: Mapping[str, Any]) -> int:
     return DEFAULT_OUTPUT_TOKENS
 
 
+def _modalities(request: Mapping[str, Any]) -> list[str]:
+    config = request.get("generationConfig")
+    modalities = config.get("responseModalities") if isinstance(config, dict) else None
+    return [str(name).upper() for name in modalities] if isinstance(modalities, list) else []
+
+
 def _image_tokens(request: Mapping[str, Any]) -> int:
     per_square = IMAGE_OUTPUT_TOKENS.get(str(request.get("quality", "auto")), IMAGE_OUTPUT_TOKENS["auto"])
     size = str(request.get("size", "auto"))
@@ -156,15 +164,20 @@ def price_units(kind: str, units: Units, pricing: Mapping[str, Any] | None) -> D
         per_image = _price(pricing, "generation", "image", "per_image")
         return None if per_image is None else per_image * units.images
     prompt, completion = _price(pricing, "text", "prompt"), _price(pricing, "text", "completion")
-    if prompt is None or completion is None:
-        return None
     input_image = _price(pricing, "multimodal", "input_image") or prompt
     output_image = _price(pricing, "multimodal", "output_image") or completion
+    if kind == "image":
+        # Image models may publish only a prompt rate and image-token rates (no text completion).
+        if output_image is None:
+            return None
+        return (prompt or Decimal(0)) * units.input_tokens + output_image * units.output_image_tokens
+    if prompt is None or completion is None:
+        return None
     return (
         prompt * units.input_tokens
         + completion * units.output_tokens
-        + input_image * units.input_images * INPUT_IMAGE_TOKENS
-        + output_image * units.output_image_tokens
+        + (input_image or prompt) * units.input_images * INPUT_IMAGE_TOKENS
+        + (output_image or completion) * units.output_image_tokens
     )
 
 

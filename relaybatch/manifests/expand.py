@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from relaybatch.manifests.checks import check_request, coerce_numbers
+from relaybatch.manifests.checks import check_request, coerce_numbers, normalize_seconds
 from relaybatch.manifests.items import Item, Kind
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.sources import BadRow, Row
@@ -56,6 +56,7 @@ def finish_item(
     """Coerce numeric text, run the kind's gateway checks, and build the item when all is well."""
     found = list(earlier or [])
     found += coerce_numbers(request)
+    found += normalize_seconds(kind, request)
     if not found:
         found += _first_per_field(check_request(kind, request))
     problems = [Problem(file, line, field_name, message) for field_name, message in found]
