@@ -129,8 +129,12 @@ def generate_content_usage(metadata: Mapping[str, Any]) -> UsageCounts:
     prompt, cached = _count(metadata, "promptTokenCount"), _count(metadata, "cachedContentTokenCount")
     candidates = _count(metadata, "candidatesTokenCount")  # excludes thoughtsTokenCount
     image_out = _modality_tokens(metadata.get("candidatesTokensDetails"), "IMAGE")
+    # Inline images in the prompt are reported per modality and priced as image tokens.
+    image_in = _modality_tokens(metadata.get("promptTokensDetails"), "IMAGE")
+    text_in = _part(prompt, cached, "promptTokenCount", "cachedContentTokenCount")
     return UsageCounts(
-        input_tokens=_part(prompt, cached, "promptTokenCount", "cachedContentTokenCount"),
+        input_tokens=_part(text_in, image_in, "uncached promptTokenCount", "IMAGE tokenCount"),
+        input_image_tokens=image_in,
         cache_read_tokens=cached,
         output_tokens=_part(candidates, image_out, "candidatesTokenCount", "IMAGE tokenCount"),
         output_image_tokens=image_out,

@@ -3,6 +3,8 @@ ledger agree to the cent, in total and call by call; and a tight budget stops th
 
 from __future__ import annotations
 
+import base64
+import io
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
@@ -12,12 +14,14 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from PIL import Image
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
 from relaybatch.costs.pricing import PricingError
 from relaybatch.emulator import create_app, load_config
+from relaybatch.emulator.synth import TOKENS_PER_TURN
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
 from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy
@@ -86,6 +90,47 @@ def mixed_items() -> list[Item]:
                 "gemini",
             ),
         ]
+    # Long prompts: cache reads (openai, gemini), 5-minute and 1-hour writes (anthropic), reasoning.
+    long_text = "a long shared context that the cache keeps. " * 120
+    items += [
+        item(
+            "chat",
+            {
+                "model": "relay-chat-reasoner",
+                "messages": [{"role": "user", "content": long_text}],
+                "max_tokens": 64,
+            },
+            "chat-cached",
+            "reasoning",
+        ),
+        item(
+            "generate_content",
+            {"model": "relay-gemini-pro", "contents": [{"role": "user", "parts": [{"text": long_text}]}]},
+            "gc-cached",
+            "gemini",
+        ),
+        item(
+            "messages",
+            {
+                "model": "relay-claude-sonnet",
+                "max_tokens": 48,
+                "messages": [{"role": "user", "content": long_text}],
+            },
+            "msg-cached",
+            "messages",
+        ),
+        item(
+            "generate_content",
+            {
+                "model": "relay-gemini-image",
+                "contents": [
+                    {"role": "user", "parts": [{"text": "make it blue"}, {"inlineData": tiny_png()}]},
+                ],
+            },
+            "gc-edit",
+            "images",
+        ),
+    ]
     items += [
         item(
             "image",
@@ -119,6 +164,23 @@ def mixed_items() -> list[Item]:
         item("web_search", {"route": "simple-search", "q": "wetlands"}, "search-2", "labels"),
     ]
     return items
+
+
+def tiny_png() -> dict[str, str]:
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(buffer, format="PNG")
+    return {"mimeType": "image/png", "data": base64.b64encode(buffer.getvalue()).decode()}
+
+
+def messages_with_prompt_tokens(tokens: int, item_id: str) -> Item:
+    """A messages call whose prompt the emulator counts as exactly ``tokens`` tokens."""
+    text = "x" * ((tokens - TOKENS_PER_TURN) * 4)
+    request = {
+        "model": "relay-claude-sonnet",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": text}],
+    }
+    return item("messages", request, item_id, "long-context")
 
 
 @pytest.fixture
@@ -200,6 +262,25 @@ async def test_ledgers_agree_to_the_cent_call_by_call(
         "judgment",
         "web_search",
     }
+
+
+async def test_the_200k_tier_switches_one_token_past_the_boundary_as_the_gateway_bills(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    store.add_items(
+        [messages_with_prompt_tokens(200_000, "at"), messages_with_prompt_tokens(200_001, "over")]
+    )
+    await run_with_guard(store, client)
+
+    rows = {row["item_id"]: row for row in pq.read_table(store.path.parent / "ledger.parquet").to_pylist()}
+    assert rows["at"]["tier"] == "base" and rows["over"]["tier"] == "over_200k"
+    for row in rows.values():  # the emulator's cache split: half read, an eighth 5m, a sixteenth 1h
+        prompt = row["input_tokens"] + row["cache_read_tokens"] + row["cache_write_5m_tokens"]
+        assert prompt + row["cache_write_1h_tokens"] == (200_000 if row["item_id"] == "at" else 200_001)
+        assert row["cache_write_1h_tokens"] > 0 and row["cache_write_5m_tokens"] > 0
+    assert rows["over"]["price_input"] == Decimal("0.000006")
+    assert rows["over"]["price_cache_write_1h"] == Decimal("0.000012")
+    assert Counter(our_charges(store.path.parent)) == Counter(emulator_charges(fast_app))
 
 
 async def test_every_item_records_its_cost_in_the_checkpoint(

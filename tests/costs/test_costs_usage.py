@@ -88,6 +88,21 @@ def test_generate_content_thoughts_are_beside_candidates_and_image_tokens_split_
     )
 
 
+def test_generate_content_prompt_images_are_image_tokens() -> None:
+    metadata = {
+        "promptTokenCount": 300,
+        "cachedContentTokenCount": 40,
+        "candidatesTokenCount": 5,
+        "promptTokensDetails": [
+            {"modality": "TEXT", "tokenCount": 42},
+            {"modality": "IMAGE", "tokenCount": 258},
+        ],
+    }
+    assert generate_content_usage(metadata) == UsageCounts(
+        input_tokens=2, input_image_tokens=258, cache_read_tokens=40, output_tokens=5
+    )
+
+
 def test_images_usage_splits_text_and_image_tokens() -> None:
     usage = {
         "input_tokens": 60,
