@@ -73,21 +73,14 @@ def render(snapshot: Snapshot) -> Table:
 
 
 class RichProgress:
-    """A live table on the terminal; silent when the output is not a terminal."""
+    """A live table on the terminal (rich prints it once at the end when it is not a terminal)."""
 
-    def __init__(self, console: Console | None = None, remaining: int | None = None) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
-        self.remaining = remaining
         self.live: Live | None = None
 
-    def _with_remaining(self, snapshot: Snapshot) -> Snapshot:
-        if self.remaining is None:
-            return snapshot
-        left = max(0, self.remaining - sum(snapshot.finished.values()))
-        return Snapshot(**{**snapshot.__dict__, "remaining": left})
-
     def update(self, snapshot: Snapshot) -> None:
-        table = render(self._with_remaining(snapshot))
+        table = render(snapshot)
         if self.live is None:
             self.live = Live(table, console=self.console, refresh_per_second=2, transient=False)
             self.live.start()

@@ -38,6 +38,7 @@ from relaybatch.engine.states import (
     POLLING,
     SENDING,
     SUBMITTED,
+    TERMINAL_STATES,
     UNCERTAIN,
 )
 from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_text
@@ -140,6 +141,8 @@ class Execution:
         self.finished: dict[str, int] = {}
         self.started = time.monotonic()
         self.poller = Poller(self, settings.poll, limiter)
+        counts = store.count_by_state()
+        self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
 
     # -- orchestration ----------------------------------------------------------------------
 
@@ -364,6 +367,7 @@ class Execution:
             elapsed=time.monotonic() - self.started,
             spent_usd=self.spent if self.priced else None,
             stopped=self.stop_reason,
+            remaining=max(0, self.open_at_start - sum(self.finished.values())),
         )
 
     async def _report(self) -> None:
