@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from relaybatch.manifests.build import place_inputs
+from relaybatch.manifests.build import CHAT_KINDS, place_inputs
 from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
 from relaybatch.manifests.problems import Problem
@@ -78,6 +78,13 @@ class YamlJob:
         except TemplateError as error:
             return [self._problem(str(error), *error.location)]
         self._needed = {column for _, column in used}
+        if self.spec.kind not in CHAT_KINDS:
+            if self.spec.image is not None:
+                message = f"kind {self.spec.kind} takes no image input; use generate_content to edit images"
+                problems.append(self._problem(message, "image"))
+            if self.spec.system is not None:
+                message = f"kind {self.spec.kind} has no system instruction; put it in the prompt"
+                problems.append(self._problem(message, "system"))
         if self.data is not None:
             if self.data.suffix.lower() not in DATA_SUFFIXES:
                 return [

@@ -177,3 +177,47 @@ def test_iter_items_streams_and_stops_at_the_first_bad_row(write) -> None:
     assert next(items).item_id == "j-1"
     with pytest.raises(ManifestInvalid, match="n: Input should be less than or equal to 10"):
         next(items)
+
+
+def test_an_image_column_becomes_each_familys_inline_part(write, tmp_path: Path, png: bytes) -> None:
+    import base64
+
+    (tmp_path / "p.png").write_bytes(png)
+    data = base64.b64encode(png).decode()
+    jobs = "\n".join(
+        f"  - {{name: {kind}, kind: {kind}, model: m, prompt: look, image: pic, request: {{max_tokens: 9}}, items: [{{pic: p.png}}]}}"
+        for kind in ("chat", "responses", "messages", "generate_content")
+    )
+    chat, responses, messages, generate = load_items(write("m.yaml", f"jobs:\n{jobs}\n"))
+    url = f"data:image/png;base64,{data}"
+    assert chat.request["messages"][0]["content"] == [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": url}},
+    ]
+    assert responses.request["input"] == [
+        {
+            "role": "user",
+            "content": [{"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": url}],
+        }
+    ]
+    assert messages.request["messages"][0]["content"][0]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": data,
+    }
+    assert generate.request["contents"] == [
+        {"role": "user", "parts": [{"text": "look"}, {"inlineData": {"mimeType": "image/png", "data": data}}]}
+    ]
+
+
+def test_kinds_without_image_or_system_inputs_say_so(write) -> None:
+    manifest = write(
+        "m.yaml",
+        "jobs:\n  - {name: v, kind: video, model: m, prompt: x, system: be brief, image: pic, items: [{pic: a.png}]}\n",
+    )
+    with pytest.raises(ManifestInvalid) as caught:
+        load_items(manifest)
+    assert [str(problem) for problem in caught.value.problems] == [
+        f"{manifest}:2: jobs[0].image: kind video takes no image input; use generate_content to edit images",
+        f"{manifest}:2: jobs[0].system: kind video has no system instruction; put it in the prompt",
+    ]
