@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 # SQLite page cache in KiB (a negative cache_size means KiB): the memory ceiling of the table.
-_CACHE_KIB = 8192
+_CACHE_KIB = 2048
 BATCH_ROWS = 10_000
 
 
