@@ -7,6 +7,7 @@ is summed as Decimal; it is rounded only where it is shown.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -157,7 +158,7 @@ def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None
             started[event["key"]] = datetime.fromisoformat(at)
             continue
         if state in ("done", "failed", "submitted", "uncertain", "cancelled"):
-            per_minute[at[:16]] += 1 if state in ("done", "submitted") else 0
+            per_minute[at[:16]] += 1 if state == "done" else 0
             begun = started.pop(event["key"], None)
             if begun is not None:
                 seconds = (datetime.fromisoformat(at) - begun).total_seconds()
@@ -167,10 +168,16 @@ def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None
     return Activity(sorted(per_minute.items()), latencies, errors.most_common())
 
 
+_STATUS_AND_TYPE = re.compile(r"\b([1-5]\d\d)\s+([a-z_]+)")
+
+
 def _error_label(detail: Any, state: Any) -> str:
     """A short, stable label for an error message: its status and type, not its free text."""
     text = str(detail or state)
-    return " ".join(text.split(":")[0].split()[:3])[:48]
+    found = _STATUS_AND_TYPE.search(text)
+    if found:
+        return f"{found.group(1)} {found.group(2)}"
+    return " ".join(text.split(":")[0].split()[:4])[:48]
 
 
 def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) -> RunSpend:

@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 
 from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
 from relaybatch.costs.pricing import PricingError
+from relaybatch.costs.report import load_spend
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.synth import TOKENS_PER_TURN
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
@@ -257,6 +258,11 @@ async def test_ledgers_agree_to_the_cent_call_by_call(
     assert as_cents(ours) == as_cents(theirs)
     assert sum(usd for _, usd in ours) == sum(usd for _, usd in theirs)
     assert summary.spent_usd == sum(usd for _, usd in theirs)
+    # The report reads the same run: spend equals the emulator's, activity comes from the events.
+    spend = load_spend(store.path.parent.parent, [store.path.parent.name])
+    assert spend.total_usd == sum(usd for _, usd in theirs)
+    assert sum(count for _, count in spend.activity.finished_per_minute) == len(items)
+    assert len(spend.activity.latencies) == len(items)
     kinds = {row["kind"] for row in store.iter_items()}
     assert kinds == {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"} | {
         "judgment",

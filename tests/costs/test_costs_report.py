@@ -12,8 +12,9 @@ from cost_builders import fill_cost_store, write_checkpoint_events
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
+from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.ledger import MONEY
-from relaybatch.costs.report import load_spend
+from relaybatch.costs.report import Activity, RunSpend, activity_from_events, load_spend
 
 D = Decimal
 
@@ -105,3 +106,27 @@ def test_report_errors_are_one_line_and_exit_1(tmp_path: Path) -> None:
     assert missing.exit_code == 1
     assert "no run named nope" in missing.output
     assert "Traceback" not in missing.output
+
+
+def test_error_labels_keep_status_and_type() -> None:
+    events = [
+        {"key": "a", "state": "sending", "at": "2026-11-20T10:00:00+00:00"},
+        {
+            "key": "a",
+            "state": "pending",
+            "detail": "429 rate_limit_error: slow down",
+            "at": "2026-11-20T10:00:01+00:00",
+        },
+        {"key": "a", "state": "sending", "at": "2026-11-20T10:00:02+00:00"},
+        {"key": "a", "state": "failed", "detail": "gave up after 5 attempts: 529 overloaded_error: busy"}
+        | {"at": "2026-11-20T10:00:03+00:00", "kind": "chat"},
+    ]
+    activity = activity_from_events(events)
+    assert dict(activity.errors) == {"429 rate_limit_error": 1, "529 overloaded_error": 1}
+    assert activity.latencies == [("chat", 1.0)]
+
+
+def test_dashboard_of_an_empty_run_says_so() -> None:
+    html = render_dashboard(RunSpend([], [], Activity()), "nothing")
+    assert html.count('data-empty="true"') == 6
+    assert "$0.000000" in html
