@@ -44,7 +44,8 @@ from relaybatch.gateway import GatewayClient
 async def main():
     store = CheckpointStore(Path(sys.argv[1]))
     settings = EngineSettings(concurrency=4, poll=PollSettings(initial_seconds=0.05, max_seconds=0.1))
-    async with GatewayClient(sys.argv[2], SecretStr(sys.argv[3]), headers={"x-emulator-fault": "latency=0.05"}) as client:
+    slow = {"x-emulator-fault": "latency=0.05"}
+    async with GatewayClient(sys.argv[2], SecretStr(sys.argv[3]), headers=slow) as client:
         await execute(store, client, settings=settings)
 
 asyncio.run(main())
