@@ -22,7 +22,7 @@ from relaybatch.emulator.media.common import (
     missing_price,
     resolve_model,
 )
-from relaybatch.emulator.media.image_codec import render_image
+from relaybatch.emulator.media.image_codec import render_dimensions, render_image
 from relaybatch.emulator.media.images import (
     ImageModelTraits,
     ImageRequest,
@@ -40,6 +40,8 @@ ROUTE = "/v1/images/generations"
 # Per-request simulated upstream latency (seconds). The x-emulator-fault ``latency=`` directive
 # instead delays the whole request before the route runs, so it never produces padding.
 UPSTREAM_LATENCY_HEADER = "x-emulator-upstream-latency"
+# Pictures up to this many pixels in total are drawn on the event loop (see produce()).
+INLINE_RENDER_PIXELS = 4 * 256 * 256
 
 
 def image_cost(pricing: dict[str, Any], request: ImageRequest, usage: dict[str, Any]) -> Decimal:
@@ -130,9 +132,14 @@ async def images_generations(request: Request) -> Response:
         return refused
     created = int(state.clock.now())
 
+    max_edge = settings.images.render_max_edge
+    drawn_width, drawn_height = render_dimensions(image_request.width, image_request.height, max_edge)
+
     async def produce() -> bytes:
-        return await run_in_threadpool(
-            _image_body, image_request, traits, usage, created, settings.images.render_max_edge
-        )
+        # Small pictures take a few milliseconds: a worker-thread hop would cost more than it
+        # saves. Large ones (full-size rendering) go to a thread so the event loop keeps serving.
+        if drawn_width * drawn_height * image_request.n <= INLINE_RENDER_PIXELS:
+            return _image_body(image_request, traits, usage, created, max_edge)
+        return await run_in_threadpool(_image_body, image_request, traits, usage, created, max_edge)
 
     return await padded_json_response(produce, latency, settings.padding)

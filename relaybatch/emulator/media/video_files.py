@@ -11,6 +11,7 @@ approximately) at ``FRAMES_PER_SECOND``; the duration is the requested number of
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 
 FRAME_MAX_EDGE = 96
@@ -59,17 +60,14 @@ class _BitWriter:
         return bytes(self._bytes)
 
 
+# Two zero bytes followed by a byte 0-3 would read as a start code: an emulation-prevention byte
+# (0x03) goes between them. Non-overlapping matches reproduce the standard's byte-by-byte rule.
+_START_CODE_PREFIX = re.compile(b"\x00\x00(?=[\x00-\x03])")
+
+
 def _nal(header: int, rbsp: bytes) -> bytes:
     """NAL unit = header byte + RBSP with emulation-prevention bytes inserted."""
-    out = bytearray([header])
-    zeros = 0
-    for byte in rbsp:
-        if zeros >= 2 and byte <= 3:
-            out.append(3)
-            zeros = 0
-        out.append(byte)
-        zeros = zeros + 1 if byte == 0 else 0
-    return bytes(out)
+    return bytes([header]) + _START_CODE_PREFIX.sub(b"\x00\x00\x03", rbsp)
 
 
 def _sps(mb_width: int, mb_height: int) -> bytes:

@@ -53,9 +53,9 @@ def test_render_dimensions_keep_aspect_and_cap(width_blocks: int, height_blocks:
         assert (drawn_width, drawn_height) == (width, height)
     else:
         assert max(drawn_width, drawn_height) == max_edge
-        # Rounding to whole pixels moves the short side by at most half a pixel.
+        # The short side is scaled the same way, rounded to whole pixels, never below one.
         scale = max_edge / max(width, height)
-        assert abs(min(drawn_width, drawn_height) - min(width, height) * scale) <= 0.5 + 1e-9
+        assert min(drawn_width, drawn_height) == max(1, round(min(width, height) * scale))
 
 
 def test_traits_from_options() -> None:
