@@ -19,12 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from relaybatch.emulator.clock import rfc3339
 from relaybatch.emulator.config import FaultsConfig
 from relaybatch.emulator.errors import error_response
+from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.faults import FaultSyntaxError
 from relaybatch.emulator.state import Account, EmulatorState
 

@@ -11,8 +11,9 @@ Nothing is rounded: the ledger keeps full Decimal precision.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 TIER_THRESHOLD_TOKENS = 200_000
@@ -38,13 +39,29 @@ class TokenCounts:
         return self.input + self.cache_read + self.cache_write + self.cache_write_1h
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        # Spelled out: dataclasses.asdict deep-copies and costs more than the rest of a chat call.
+        return {
+            "input": self.input,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "cache_write_1h": self.cache_write_1h,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "input_image": self.input_image,
+            "output_image": self.output_image,
+        }
+
+
+@lru_cache(maxsize=1024)
+def _decimal(text: str) -> Decimal:
+    # Prices repeat on every call; parsing each decimal string once keeps billing cheap.
+    return Decimal(text)
 
 
 def _price(table: dict[str, Any] | None, key: str) -> Decimal | None:
     if not table or table.get(key) is None:
         return None
-    return Decimal(str(table[key]))
+    return _decimal(str(table[key]))
 
 
 def token_cost(pricing: dict[str, Any], counts: TokenCounts) -> Decimal:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.errors import error_response
+from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.prices import PriceProblem, choose_price
 from relaybatch.emulator.state import EmulatorState
 

@@ -11,7 +11,6 @@ it was shown and the pricing route:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from relaybatch.emulator.billing import TokenCounts
@@ -39,9 +38,31 @@ FUNCTION_TOOL_TYPES = {"function"}
 
 def project_counts(counts: TokenCounts, fmt: Format) -> TokenCounts:
     if fmt == "messages":
-        return replace(counts, output=counts.output + counts.reasoning, reasoning=0)
+        if not counts.reasoning:
+            return counts
+        return TokenCounts(
+            counts.input,
+            counts.cache_read,
+            counts.cache_write,
+            counts.cache_write_1h,
+            counts.output + counts.reasoning,
+            0,
+            counts.input_image,
+            counts.output_image,
+        )
     writes = counts.cache_write + counts.cache_write_1h
-    return replace(counts, input=counts.input + writes, cache_write=0, cache_write_1h=0)
+    if not writes:
+        return counts
+    return TokenCounts(
+        counts.input + writes,
+        counts.cache_read,
+        0,
+        0,
+        counts.output,
+        counts.reasoning,
+        counts.input_image,
+        counts.output_image,
+    )
 
 
 def family_mismatch(fmt: Format, model_family: str, model_id: str) -> str | None:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from relaybatch.emulator import fast_json
 from relaybatch.emulator.answer import Answer
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.parsing import BadRequest, object_list, optional_int, optional_number, text_of
@@ -198,5 +199,5 @@ def stream(answer: Answer, body: dict[str, Any]) -> Iterator[bytes]:
 def stream_json_array(answer: Answer, body: dict[str, Any]) -> Iterator[bytes]:
     """Form without ``alt=sse``: one JSON array, streamed element by element."""
     for index, frame in enumerate(_frames(answer)):
-        yield (b"[" if index == 0 else b",\r\n") + json.dumps(frame).encode()
+        yield (b"[" if index == 0 else b",\r\n") + fast_json.dumps(frame)
     yield b"]"

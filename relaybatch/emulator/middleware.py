@@ -51,6 +51,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    if not extra:
+        return send
+
     async def send_with_headers(message: Message) -> None:
         if message["type"] == "http.response.start" and extra:
             message = {**message, "headers": [*message.get("headers", []), *extra]}

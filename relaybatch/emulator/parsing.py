@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from relaybatch.emulator import fast_json
+
 
 class BadRequest(ValueError):
     """A malformed request; the message names the field and goes into the 400 body."""
@@ -12,7 +14,7 @@ class BadRequest(ValueError):
 
 def json_object(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
+        body = fast_json.loads(raw)
     except ValueError:
         raise BadRequest("the body is not valid JSON") from None
     if not isinstance(body, dict):

@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from relaybatch.emulator import fast_json
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.config import ModelConfig
 
@@ -105,6 +106,8 @@ class Reply:
     counts: TokenCounts
     tool_calls: tuple[ToolCall, ...] = ()
     images: tuple[InlineImage, ...] = field(default=())
+    # The request digest the answer's ids derive from; "" lets the renderer compute it.
+    digest: str = ""
 
 
 def count_tokens(text: str) -> int:
@@ -119,11 +122,10 @@ def prompt_tokens(request: ChatRequest) -> int:
 
 
 def request_digest(request: ChatRequest) -> str:
-    canonical = json.dumps(
-        [request.model, [[t.role, t.text] for t in request.turns], [t.name for t in request.tools]],
-        sort_keys=True,
+    canonical = fast_json.dumps(
+        [request.model, [[t.role, t.text] for t in request.turns], [t.name for t in request.tools]]
     )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def _answer_text(request: ChatRequest, digest: str) -> str:
@@ -165,21 +167,19 @@ def _tool_to_call(request: ChatRequest) -> ToolSpec | None:
     return request.tools[0]
 
 
-def _cache_split(model: ModelConfig, prompt: int) -> TokenCounts:
+def _cache_split(model: ModelConfig, prompt: int) -> tuple[int, int, int, int]:
+    """(uncached input, cache reads, 5-minute writes, 1-hour writes) of a prompt."""
     if not model.cache or prompt < CACHE_MIN_PROMPT_TOKENS:
-        return TokenCounts(input=prompt)
+        return prompt, 0, 0, 0
     read = prompt // 2
     write = prompt // 8 if model.type_target == "anthropic" else 0
     write_1h = prompt // 16 if model.type_target == "anthropic" else 0
-    return TokenCounts(
-        input=prompt - read - write - write_1h, cache_read=read, cache_write=write, cache_write_1h=write_1h
-    )
+    return prompt - read - write - write_1h, read, write, write_1h
 
 
 def synthesize(request: ChatRequest, model: ModelConfig) -> Reply:
     digest = request_digest(request)
-    counts = _cache_split(model, prompt_tokens(request))
-    counts = replace(counts, input_image=request.inline_images * INLINE_IMAGE_TOKENS)
+    uncached, read, write, write_1h = _cache_split(model, prompt_tokens(request))
     tool = _tool_to_call(request)
     calls: tuple[ToolCall, ...] = ()
     if tool is not None:
@@ -196,4 +196,13 @@ def synthesize(request: ChatRequest, model: ModelConfig) -> Reply:
             text, finish = text[: limit * 4], "length"
         output = count_tokens(text)
     reasoning = 2 * output + 8 if model.reasoning else 0
-    return Reply(text, finish, replace(counts, output=output, reasoning=reasoning), calls)
+    counts = TokenCounts(
+        input=uncached,
+        cache_read=read,
+        cache_write=write,
+        cache_write_1h=write_1h,
+        output=output,
+        reasoning=reasoning,
+        input_image=request.inline_images * INLINE_IMAGE_TOKENS,
+    )
+    return Reply(text, finish, counts, calls, digest=digest)

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from relaybatch.emulator import chat, generate_content, messages, responses
@@ -24,6 +24,7 @@ from relaybatch.emulator.billing import token_cost
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.converters import Format, family_mismatch, project_counts
 from relaybatch.emulator.errors import ErrorShape, shaped_error
+from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.parsing import BadRequest, json_object, optional_bool
 from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
 from relaybatch.emulator.streaming import frames_response
@@ -140,7 +141,8 @@ async def handle_text(
     )
     if unpaid is not None:
         return unpaid
-    answer = Answer(reply, counts, model.id, request_digest(parsed), int(state.clock.now()))
+    digest = reply.digest or request_digest(parsed)
+    answer = Answer(reply, counts, model.id, digest, int(state.clock.now()))
     if not stream:
         return JSONResponse(fmt.render(answer))
     if fmt.name == "generate_content" and request.query_params.get("alt") != "sse":

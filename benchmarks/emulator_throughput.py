@@ -1,0 +1,159 @@
+"""How many plain chat requests per second the emulator serves on one core under uvicorn.
+
+Target: at least 1,500 requests/s with no injected latency, so the emulator is never the bottleneck
+of the runner's own benchmarks. The server runs as `relaybatch emulator serve` pinned to one CPU;
+several client processes (aiohttp, keep-alive connections) pinned to the other CPUs drive it for a
+fixed time after a warm-up. Prints the figure and its ratio to the target.
+
+    .venv/bin/python benchmarks/emulator_throughput.py [--seconds 10] [--clients 3] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TARGET_RPS = 1500
+REPO = Path(__file__).resolve().parents[1]
+BODY = json.dumps(
+    {"model": "relay-chat-small", "messages": [{"role": "user", "content": "Name three rivers in Europe."}]}
+).encode()
+HEADERS = {"Authorization": "Bearer rb-demo-key", "Content-Type": "application/json"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def drive(url: str, seconds: float, concurrency: int) -> tuple[int, int]:
+    import aiohttp
+
+    ok = failed = 0
+    stop_at = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal ok, failed
+            while time.monotonic() < stop_at:
+                async with session.post(url, data=BODY, headers=HEADERS) as response:
+                    await response.read()
+                    if response.status == 200:
+                        ok += 1
+                    else:
+                        failed += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return ok, failed
+
+
+def client_process(
+    url: str, seconds: float, concurrency: int, cpus: set[int], results: multiprocessing.Queue
+) -> None:  # type: ignore[type-arg]
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    results.put(asyncio.run(drive(url, seconds, concurrency)))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_up(base: str, server: subprocess.Popen[bytes]) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit("the emulator exited before serving")
+        try:
+            request = urllib.request.Request(
+                base + "/v1/models", headers={"Authorization": "Bearer rb-demo-key"}
+            )
+            with urllib.request.urlopen(request, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the emulator did not start within 60 s")
+
+
+def run_clients(url: str, seconds: float, clients: int, concurrency: int, cpus: set[int]) -> tuple[int, int]:
+    results: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    workers = [
+        multiprocessing.Process(target=client_process, args=(url, seconds, concurrency, cpus, results))
+        for _ in range(clients)
+    ]
+    for worker in workers:
+        worker.start()
+    totals = [results.get(timeout=seconds + 120) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return sum(ok for ok, _ in totals), sum(failed for _, failed in totals)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured duration")
+    parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured warm-up duration")
+    parser.add_argument("--clients", type=int, default=3, help="client processes")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight per client process")
+    args = parser.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpu, client_cpus = {cpus[0]}, set(cpus[1:]) or {cpus[0]}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable,
+        "-m",
+        "relaybatch",
+        "emulator",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    server = subprocess.Popen(command, cwd=REPO)
+    try:
+        os.sched_setaffinity(server.pid, server_cpu)
+        wait_until_up(base, server)
+        url = base + "/v1/chat/completions"
+        run_clients(url, args.warmup, args.clients, args.concurrency, client_cpus)
+        started, cpu_before = time.monotonic(), cpu_seconds(server.pid)
+        ok, failed = run_clients(url, args.seconds, args.clients, args.concurrency, client_cpus)
+        elapsed, server_cpu_used = time.monotonic() - started, cpu_seconds(server.pid) - cpu_before
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    wall_rps = ok / elapsed
+    # Requests per CPU-second the server used: its throughput on one core of its own, which the
+    # wall-clock figure understates whenever other processes share that core.
+    core_rps = ok / server_cpu_used if server_cpu_used else 0.0
+    busy = server_cpu_used / elapsed
+    print(f"emulator throughput: {core_rps:,.0f} plain chat requests per server CPU-second (one core)")
+    print(
+        f"  wall clock: {wall_rps:,.0f} requests/s with the server {busy:.0%} busy on CPU {sorted(server_cpu)}"
+    )
+    print(
+        f"  {ok:,} ok, {failed:,} failed in {elapsed:.1f} s; {args.clients} clients x {args.concurrency} in flight"
+    )
+    verdict = "met" if core_rps >= TARGET_RPS else "NOT met"
+    print(f"  target {TARGET_RPS:,}/s: ratio {core_rps / TARGET_RPS:.2f} ({verdict})")
+
+
+if __name__ == "__main__":
+    main()
