@@ -145,12 +145,10 @@ def main() -> None:
     core_rps = ok / server_cpu_used if server_cpu_used else 0.0
     busy = server_cpu_used / elapsed
     print(f"emulator throughput: {core_rps:,.0f} plain chat requests per server CPU-second (one core)")
-    print(
-        f"  wall clock: {wall_rps:,.0f} requests/s with the server {busy:.0%} busy on CPU {sorted(server_cpu)}"
-    )
-    print(
-        f"  {ok:,} ok, {failed:,} failed in {elapsed:.1f} s; {args.clients} clients x {args.concurrency} in flight"
-    )
+    cpu = sorted(server_cpu)
+    print(f"  wall clock: {wall_rps:,.0f} requests/s, the server {busy:.0%} busy on CPU {cpu}")
+    clients = f"{args.clients} clients x {args.concurrency} in flight"
+    print(f"  {ok:,} ok, {failed:,} failed in {elapsed:.1f} s; {clients}")
     verdict = "met" if core_rps >= TARGET_RPS else "NOT met"
     print(f"  target {TARGET_RPS:,}/s: ratio {core_rps / TARGET_RPS:.2f} ({verdict})")
 
