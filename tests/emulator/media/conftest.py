@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -13,20 +13,7 @@ from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.clock import Clock
 from relaybatch.emulator.config import EmulatorConfig
 from relaybatch.emulator.state import EmulatorState
-
-DEMO_KEY = "rb-demo-key"
-OTHER_KEY = "rb-standard-key"  # a second account, for "another account's id" checks
-EMPTY_KEY = "rb-empty-key"  # balance 0: every billed call is refused
-REVOKED_KEY = "rb-revoked-key"
-RESTRICTED_KEY = "rb-restricted-key"  # may call chat models only
-START = 1_800_000_000.0
-
-
-def bearer(key: str = DEMO_KEY) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-AppFactory = Callable[..., Starlette]
+from tests.emulator.media.helpers import START, AppFactory
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +51,3 @@ async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://emulator.local") as client:
         yield client
-
-
-def charges(state: EmulatorState, route: str) -> list[Any]:
-    return [charge for charge in state.ledger if charge.route == route]

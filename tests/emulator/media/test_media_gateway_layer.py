@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import bearer, charges
+from tests.emulator.media.helpers import bearer, charges
 
 LIMITED = "rb-limited-key"  # 6 requests per minute
 

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import bearer
+from tests.emulator.media.helpers import bearer
 
 MODEL = "relay-gemini-image"
 PATH = f"/v1beta/models/{MODEL}:generateContent"

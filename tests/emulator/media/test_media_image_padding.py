@@ -14,7 +14,7 @@ import pytest
 from starlette.applications import Starlette
 
 from relaybatch.emulator.media.image_route import UPSTREAM_LATENCY_HEADER
-from tests.emulator.media.conftest import AppFactory, bearer
+from tests.emulator.media.helpers import AppFactory, bearer
 
 ROUTE = "/v1/images/generations"
 BODY = {"model": "relay-image-2", "prompt": "a slow lighthouse"}

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, RESTRICTED_KEY, REVOKED_KEY, bearer, charges
+from tests.emulator.media.helpers import EMPTY_KEY, RESTRICTED_KEY, REVOKED_KEY, bearer, charges
 
 ROUTE = "/v1/images/generations"
 NEWER, OLDER = "relay-image-2", "relay-image-1"

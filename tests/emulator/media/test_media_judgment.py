@@ -10,7 +10,7 @@ import pytest
 
 from relaybatch.emulator.media.judgment import confidence
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, RESTRICTED_KEY, bearer, charges
+from tests.emulator.media.helpers import EMPTY_KEY, RESTRICTED_KEY, bearer, charges
 
 ROUTE = "/v1/typedjudge"
 MODEL = "relay-judge-1"

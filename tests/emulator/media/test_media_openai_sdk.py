@@ -8,7 +8,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from relaybatch.emulator.media.image_route import UPSTREAM_LATENCY_HEADER
-from tests.emulator.media.conftest import AppFactory
+from tests.emulator.media.helpers import AppFactory
 
 
 async def test_openai_sdk_images_generate_through_padding(make_app: AppFactory) -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, OTHER_KEY, bearer, charges
+from tests.emulator.media.helpers import EMPTY_KEY, OTHER_KEY, bearer, charges
 from tests.emulator.media.mp4_checks import check_mp4
 
 ROUTE = "/v1/videos/generations"

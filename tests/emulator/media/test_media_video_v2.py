@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, OTHER_KEY, REVOKED_KEY, START, bearer, charges
+from tests.emulator.media.helpers import EMPTY_KEY, OTHER_KEY, REVOKED_KEY, START, bearer, charges
 from tests.emulator.media.mp4_checks import check_mp4
 
 MODEL = "relay-video-2"

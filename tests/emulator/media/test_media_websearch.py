@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from relaybatch.emulator.state import EmulatorState
-from tests.emulator.media.conftest import EMPTY_KEY, REVOKED_KEY, AppFactory, bearer
+from tests.emulator.media.helpers import EMPTY_KEY, REVOKED_KEY, AppFactory, bearer
 
 SEARCH_ROUTES = ("search", "simple-search", "search-news")
 
