@@ -158,3 +158,15 @@ async def test_faults_can_be_changed_at_run_time(http: httpx.AsyncClient) -> Non
     assert (await http.put("/_emulator/faults", json={"rules": [{"fault": "boom"}]})).status_code == 400
     await http.put("/_emulator/faults", json={"rules": []})
     assert (await chat(http)).status_code == 200
+
+
+async def test_faults_apply_to_streams_too(http: httpx.AsyncClient, state: EmulatorState) -> None:
+    request = user_chat(stream=True)
+    whole = await http.post("/v1/chat/completions", json=request, headers=bearer())
+
+    cut = await http.post("/v1/chat/completions", json=request, headers=faulty("truncate"))
+    with pytest.raises(httpx.TransportError):
+        await http.post("/v1/chat/completions", json=request, headers=faulty("drop=after"))
+
+    assert cut.content == whole.content[: len(whole.content) // 2]
+    assert len(state.ledger) == 3
