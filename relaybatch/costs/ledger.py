@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +247,7 @@ class CostStore:
             yield record["model"], record["provider"] or None, json.loads(record["pricing"])
 
 
-def _column(values: list[Any], column: pa.Field) -> pa.Array:
+def _column(values: Sequence[Any], column: pa.Field) -> pa.Array:
     if column.type == MONEY or pa.types.is_timestamp(column.type):
         try:
             # Exact text to exact decimal; a value with more than 18 decimals is refused, not rounded.
@@ -260,12 +259,13 @@ def _column(values: list[Any], column: pa.Field) -> pa.Array:
     return pa.array(values, column.type)
 
 
-def ledger_table(records: Iterable[Mapping[str, Any]]) -> pa.Table:
-    """Ledger records (as the cost store keeps them) as an Arrow table with the ledger schema."""
+def ledger_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
+    """Rows of the cost store, in ledger-schema column order, as an Arrow table."""
     schema = ledger_schema()
-    rows = list(records)
-    arrays = [_column([row.get(column.name) for row in rows], column) for column in schema]
-    return pa.Table.from_arrays(arrays, schema=schema)
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    return pa.Table.from_arrays(
+        [_column(values, column) for values, column in zip(columns, schema, strict=True)], schema=schema
+    )
 
 
 _COLUMN_NAMES = tuple(_sqlite_columns())
@@ -279,9 +279,10 @@ def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_RO
     """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    records = store.records()
+    names = ", ".join(column.name for column in ledger_schema())
+    cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
     with pq.ParquetWriter(temporary, ledger_schema()) as writer:
-        while batch := list(islice(records, batch_rows)):
+        while batch := cursor.fetchmany(batch_rows):
             writer.write_table(ledger_table(batch))
     os.replace(temporary, path)
     return path
