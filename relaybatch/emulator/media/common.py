@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 # Documented prompt triggers (case-insensitive substrings) that drive the rarer outcomes.
 FAIL_TRIGGER = "emulator:fail"  # a V2 video or V1 task fails while rendering
 CANCEL_TRIGGER = "emulator:cancel"  # a V1 task ends as cancelled (V2 videos are cancelled by DELETE)
-SAFETY_TRIGGER = "emulator:unsafe"  # a generate-content image prompt is refused on safety grounds
+# An image prompt refused on safety grounds: generate-content answers 200 + IMAGE_SAFETY,
+# /v1/images/generations answers 400 (moderation_blocked), uncharged.
+SAFETY_TRIGGER = "emulator:unsafe"
 
 
 def has_trigger(prompt: str, trigger: str) -> bool:

@@ -15,7 +15,9 @@ from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.billing import TokenCounts, generation_cost, token_cost
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.media.common import (
+    SAFETY_TRIGGER,
     emulator_state,
+    has_trigger,
     invalid,
     json_object,
     media_store,
@@ -120,6 +122,11 @@ async def images_generations(request: Request) -> Response:
             body, model=model.id, traits=traits, max_edge=settings.images.max_custom_edge
         )
         latency = upstream_latency(request, model, settings)
+        if has_trigger(image_request.prompt, SAFETY_TRIGGER):
+            # The public analogue refuses such prompts with a 400 before any work, free of charge.
+            raise InvalidMediaRequest(
+                "your request was rejected by the safety system (moderation_blocked)", param="prompt"
+            )
     except InvalidMediaRequest as problem:
         return invalid(problem)
     pricing = state.price_for(model.id)

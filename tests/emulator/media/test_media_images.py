@@ -259,3 +259,10 @@ async def test_null_optional_fields_mean_defaults(http: httpx.AsyncClient) -> No
     response = await generate(http, **nulls)
     assert response.status_code == 200, response.text
     assert (response.json()["size"], response.json()["output_format"]) == ("1024x1024", "png")
+
+
+async def test_safety_trigger_is_a_free_400(http: httpx.AsyncClient, state: EmulatorState) -> None:
+    response = await generate(http, prompt="a lighthouse EMULATOR:UNSAFE")
+    assert response.status_code == 400
+    assert "moderation_blocked" in response.json()["error"]["message"]
+    assert charges(state, ROUTE) == []
