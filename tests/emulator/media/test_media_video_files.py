@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from relaybatch.emulator.media.video_files import FRAMES_PER_SECOND, build_mp4, frame_dimensions, iter_boxes
-from tests.emulator.media.mp4_checks import check_mp4
+from tests.emulator.media.mp4_checks import check_h264_samples, check_mp4
 
 
 @pytest.mark.parametrize(("width", "height", "seconds"), [(720, 1280, 4), (1792, 1024, 12), (1280, 720, 1)])
@@ -19,6 +19,12 @@ def test_mp4_structure_and_duration(width: int, height: int, seconds: int) -> No
     assert facts["frames"] == seconds * FRAMES_PER_SECOND
     assert (facts["width"] > facts["height"]) == (width > height)
     assert facts["width"] % 16 == 0 and facts["height"] % 16 == 0
+
+
+@pytest.mark.parametrize(("width", "height", "seconds"), [(720, 1280, 4), (1792, 1024, 8)])
+def test_h264_bitstream_syntax_of_every_frame(width: int, height: int, seconds: int) -> None:
+    """Without ffmpeg at hand: every sample parses as an all-I_PCM IDR slice of the SPS's size."""
+    assert check_h264_samples(build_mp4(width, height, seconds, b"syntax")) == seconds * FRAMES_PER_SECOND
 
 
 def test_same_seed_same_file_other_seed_other_pictures() -> None:

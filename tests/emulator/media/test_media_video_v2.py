@@ -13,7 +13,7 @@ from PIL import Image
 
 from relaybatch.emulator.state import EmulatorState
 from tests.emulator.media.helpers import EMPTY_KEY, OTHER_KEY, REVOKED_KEY, START, bearer, charges
-from tests.emulator.media.mp4_checks import check_mp4
+from tests.emulator.media.mp4_checks import check_h264_samples, check_mp4
 
 MODEL = "relay-video-2"
 # Default media.video settings: 5 s queued, then 10 s + 2 s per video second of rendering.
@@ -82,6 +82,7 @@ async def test_content_is_a_real_mp4_of_the_requested_length(http: httpx.AsyncCl
     assert response.headers["content-type"] == "video/mp4"
     facts = check_mp4(response.content)
     assert facts["duration_ms"] == 12_000 and facts["width"] > facts["height"]
+    assert check_h264_samples(response.content) == facts["frames"]
 
 
 @pytest.mark.parametrize(("variant", "pil_format"), [("thumbnail", "WEBP"), ("spritesheet", "JPEG")])
