@@ -7,6 +7,7 @@ from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_
 from relaybatch.costs.ledger import CostStore, LedgerRow, ledger_schema, write_ledger
 from relaybatch.costs.price import TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
 from relaybatch.costs.pricing import ModelPrices, PriceBook, PricingError, parse_pricing
+from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import RunSpend, load_spend
 from relaybatch.costs.run import budgets_from_manifest, spend_guard_for_run
 from relaybatch.costs.usage import UsageCounts, UsageError
@@ -23,6 +24,7 @@ __all__ = [
     "ModelPrices",
     "PriceBook",
     "PricingError",
+    "Reconciliation",
     "Refusal",
     "RunSpend",
     "RunSpendGuard",
@@ -35,6 +37,7 @@ __all__ = [
     "open_spend_guard",
     "parse_pricing",
     "price_call",
+    "reconcile",
     "render_dashboard",
     "spend_guard_for_run",
     "worst_case_usd",

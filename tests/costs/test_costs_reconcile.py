@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -20,6 +19,7 @@ from starlette.applications import Starlette
 
 from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
 from relaybatch.costs.pricing import PricingError
+from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import load_spend
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.synth import TOKENS_PER_TURN
@@ -29,7 +29,6 @@ from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.manifests import Item
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
-CENT = Decimal("0.01")
 FAST = EngineSettings(
     concurrency=8,
     retry_base_seconds=0.001,
@@ -220,25 +219,16 @@ async def run_with_guard(
     return summary, guard
 
 
-# The gateway bills web search under its own search model, which clients never name.
-SEARCH_LABEL = "web search"
+def ledger_rows(run_dir: Path) -> list[dict[str, Any]]:
+    return pq.read_table(run_dir / "ledger.parquet").to_pylist()
 
 
-def emulator_charges(app: Starlette) -> list[tuple[str, Decimal]]:
-    return [
-        (SEARCH_LABEL if charge.route.startswith("/v1/websearch/") else charge.model, Decimal(charge.usd))
-        for charge in app.state.emulator.ledger
-    ]
-
-
-def our_charges(run_dir: Path) -> list[tuple[str, Decimal]]:
-    rows = pq.read_table(run_dir / "ledger.parquet").to_pylist()
-    assert all(row["priced"] for row in rows), [row for row in rows if not row["priced"]]
-    return [(SEARCH_LABEL if row["kind"] == "web_search" else row["model"], row["usd"]) for row in rows]
-
-
-def as_cents(charges: list[tuple[str, Decimal]]) -> Counter[tuple[str, Decimal]]:
-    return Counter((model, usd.quantize(CENT)) for model, usd in charges)
+def assert_reconciled(run_dir: Path, app: Starlette) -> Reconciliation:
+    result = reconcile(ledger_rows(run_dir), app.state.emulator.ledger)
+    assert result.agree, result.describe()
+    # Stricter than the cent: both sides keep full precision, so every call matches exactly.
+    assert result.ours_usd == result.theirs_usd
+    return result
 
 
 async def test_ledgers_agree_to_the_cent_call_by_call(
@@ -250,17 +240,12 @@ async def test_ledgers_agree_to_the_cent_call_by_call(
 
     failures = {row["item_id"]: row["last_error"] for row in store.iter_items() if row["state"] != "done"}
     assert failures == {}
-    ours = our_charges(store.path.parent)
-    theirs = emulator_charges(fast_app)
-    assert len(ours) == len(theirs) == len(items)
-    # Call by call: the same multiset of (model, amount), exactly (not only to the cent).
-    assert Counter(ours) == Counter(theirs)
-    assert as_cents(ours) == as_cents(theirs)
-    assert sum(usd for _, usd in ours) == sum(usd for _, usd in theirs)
-    assert summary.spent_usd == sum(usd for _, usd in theirs)
+    result = assert_reconciled(store.path.parent, fast_app)
+    assert len(fast_app.state.emulator.ledger) == len(ledger_rows(store.path.parent)) == len(items)
+    assert summary.spent_usd == result.theirs_usd
     # The report reads the same run: spend equals the emulator's, activity comes from the events.
     spend = load_spend(store.path.parent.parent, [store.path.parent.name])
-    assert spend.total_usd == sum(usd for _, usd in theirs)
+    assert spend.total_usd == result.theirs_usd
     assert sum(count for _, count in spend.activity.finished_per_minute) == len(items)
     assert len(spend.activity.latencies) == len(items)
     kinds = {row["kind"] for row in store.iter_items()}
@@ -278,7 +263,7 @@ async def test_the_200k_tier_switches_one_token_past_the_boundary_as_the_gateway
     )
     await run_with_guard(store, client)
 
-    rows = {row["item_id"]: row for row in pq.read_table(store.path.parent / "ledger.parquet").to_pylist()}
+    rows = {row["item_id"]: row for row in ledger_rows(store.path.parent)}
     assert rows["at"]["tier"] == "base" and rows["over"]["tier"] == "over_200k"
     for row in rows.values():  # the emulator's cache split: half read, an eighth 5m, a sixteenth 1h
         prompt = row["input_tokens"] + row["cache_read_tokens"] + row["cache_write_5m_tokens"]
@@ -286,7 +271,7 @@ async def test_the_200k_tier_switches_one_token_past_the_boundary_as_the_gateway
         assert row["cache_write_1h_tokens"] > 0 and row["cache_write_5m_tokens"] > 0
     assert rows["over"]["price_input"] == Decimal("0.000006")
     assert rows["over"]["price_cache_write_1h"] == Decimal("0.000012")
-    assert Counter(our_charges(store.path.parent)) == Counter(emulator_charges(fast_app))
+    assert_reconciled(store.path.parent, fast_app)
 
 
 async def test_every_item_records_its_cost_in_the_checkpoint(
@@ -294,7 +279,7 @@ async def test_every_item_records_its_cost_in_the_checkpoint(
 ) -> None:
     store.add_items(chat_items(3))
     await run_with_guard(store, client)
-    ledger = pq.read_table(store.path.parent / "ledger.parquet").to_pylist()
+    ledger = ledger_rows(store.path.parent)
     by_key = {row["item_key"]: row["usd"] for row in ledger}
     for row in store.iter_items():
         assert Decimal(row["cost_usd"]) == by_key[row["key"]]
@@ -326,7 +311,7 @@ async def test_tight_budget_stops_the_run_resumable_and_is_never_crossed(
     # With a larger budget the rest goes through, and the ledgers still agree.
     final, _ = await run_with_guard(store, client, Budgets(run_usd=Decimal("1")))
     assert final.counts == {"done": 40}
-    assert Counter(our_charges(store.path.parent)) == Counter(emulator_charges(fast_app))
+    assert_reconciled(store.path.parent, fast_app)
 
 
 async def test_job_budget_stops_only_while_other_jobs_fit(
@@ -363,3 +348,22 @@ async def test_prices_are_stored_with_the_run_and_reused_on_resume(
     guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
     guard.close()
     assert fast_app.state.emulator.request_count("GET", "/v1/models/pricing") == 1
+
+
+def test_reconcile_reports_what_differs() -> None:
+    ours = [
+        {"kind": "chat", "model": "m", "usd": Decimal("0.0012")},
+        {"kind": "web_search", "model": "search", "usd": Decimal("0.05")},
+        {"kind": "chat", "model": "m", "usd": None},
+    ]
+    theirs = [
+        {"route": "/v1/chat/completions", "model": "m", "usd": "0.0012"},
+        {"route": "/v1/websearch/search", "model": "relay-websearch", "usd": "0.05"},
+        {"route": "/v1/chat/completions", "model": "m", "usd": "0.0031"},
+    ]
+    result = reconcile(ours, theirs)
+    assert not result.agree
+    assert result.only_theirs == [("m", Decimal("0.0031"))]
+    assert result.only_ours == []
+    assert result.unknown_calls == 1
+    assert reconcile(ours[:2], theirs[:2]).agree
