@@ -109,7 +109,7 @@ class VideoJob:
             "progress": self.progress(now),
             "created_at": int(self.created_at),
             "completed_at": completed_at,
-            "expires_at": int(self.finished_at + self.expires_after) if completed_at else None,
+            "expires_at": int(self.finished_at + self.expires_after) if completed_at is not None else None,
             "seconds": str(self.seconds),
             "size": self.size,
             "prompt": self.prompt,

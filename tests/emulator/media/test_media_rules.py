@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from relaybatch.emulator.media.image_codec import render_dimensions
 from relaybatch.emulator.media.images import ImageModelTraits, parse_size
 from relaybatch.emulator.media.judgment import answer_question
 from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.media.video_v2 import VideoJob
 from relaybatch.emulator.media.websearch import organic_results, took_ms
 
 
@@ -90,3 +93,38 @@ def test_search_results_are_deterministic_and_sized() -> None:
     assert organic_results("search", "q", 3) == organic_results("search", "q", 3)
     assert len(organic_results("search-news", "q", 7)) == 7
     assert took_ms("search", "q") == took_ms("search", "q")
+
+
+ORDER = {"queued": 0, "in_progress": 1, "completed": 2, "failed": 2, "cancelled": 2}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0, 40, allow_nan=False), min_size=1, max_size=12),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(0, 11)),
+)
+def test_video_states_only_move_forward(steps: list[float], fails: bool, cancel_at_step: int | None) -> None:
+    job = VideoJob(
+        id="video_x",
+        account="demo",
+        model="m",
+        prompt="p",
+        seconds=4,
+        size="720x1280",
+        quote_usd=Decimal("0.4"),
+        created_at=0.0,
+        render_seconds=18.0,
+        queued_seconds=5.0,
+        expires_after=3600.0,
+        fails=fails,
+    )
+    now, last_rank, last_progress = 0.0, 0, 0
+    for index, step in enumerate(steps):
+        now += step
+        if index == cancel_at_step and job.status(now) in ("queued", "in_progress"):
+            job.cancelled_at = now
+        status, progress = job.status(now), job.progress(now)
+        assert ORDER[status] >= last_rank and progress >= last_progress
+        assert (progress == 100) == (status == "completed")
+        last_rank, last_progress = ORDER[status], progress
