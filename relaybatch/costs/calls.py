@@ -14,6 +14,7 @@ from typing import Any
 from relaybatch.costs.pricing import ModelPrices, PriceBook, judgment_prices, web_search_prices
 from relaybatch.costs.usage import (
     UsageCounts,
+    UsageError,
     chat_completions_usage,
     generate_content_usage,
     images_usage,
@@ -31,6 +32,7 @@ ROUTE_PRICED_KINDS = frozenset(
     {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"}
 )
 WEB_SEARCH_MODEL = "web_search"
+USAGE_REQUIRED_KINDS = frozenset({"chat", "responses", "messages", "generate_content", "judgment"})
 # Request flags that ask for a soundtrack (the interface does not name one; these are the common ones).
 AUDIO_FLAGS = ("audio", "with_audio", "generate_audio")
 
@@ -82,6 +84,9 @@ def _video(kind: str, request: Mapping[str, Any], result: Mapping[str, Any]) -> 
 def usage_for_call(kind: str, request: Mapping[str, Any], result: Mapping[str, Any]) -> UsageCounts:
     """The billable counts of a finished (or submitted) call, from its result."""
     usage = _usage(result)
+    if not usage and kind in USAGE_REQUIRED_KINDS:
+        # Pricing an absent usage object would be a silent zero: the row is marked unknown instead.
+        raise UsageError("the answer carries no usage")
     if kind == "chat":
         return chat_completions_usage(usage)
     if kind == "responses":

@@ -233,3 +233,15 @@ def test_exported_names() -> None:
     )
     for name in relaybatch.costs.__all__:
         assert hasattr(relaybatch.costs, name)
+
+
+async def test_an_answer_without_usage_is_unknown_not_free(tmp_path: Path) -> None:
+    guard = await open_spend_guard(
+        tmp_path, FakePricingClient({"chat-model": CHAT}), [("job", "chat", "chat-model")]
+    )
+    call = FakeCall("k1", "i1", "job", "chat", chat_request())
+    assert guard.reserve(call)
+    assert guard.settle(call, {"output_text": "hi", "usage": {}}) is None
+    row = next(iter(guard.store.records()))
+    assert row["usd"] is None and row["unknown_prices"] == "usage unreadable: the answer carries no usage"
+    guard.close()
