@@ -36,7 +36,7 @@ from relaybatch.emulator.media.images import (
 from relaybatch.emulator.media.padding import padded_json_response
 from relaybatch.emulator.media.problems import InvalidMediaRequest
 from relaybatch.emulator.media.settings import MediaSettings
-from relaybatch.emulator.state import request_body_hash
+from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
 
 ROUTE = "/v1/images/generations"
 # Per-request simulated upstream latency (seconds). The x-emulator-fault ``latency=`` directive
@@ -102,6 +102,31 @@ def _image_body(
     return json.dumps(document).encode()
 
 
+async def _accepted(
+    request: Request, state: EmulatorState, account: Account, settings: MediaSettings
+) -> tuple[ModelConfig, ImageModelTraits, ImageRequest, float]:
+    """Model, its traits, the validated request and the upstream latency; or InvalidMediaRequest."""
+    body = await json_object(request)
+    model = resolve_model(state, account, body.get("model"), ("image",), ROUTE)
+    if model.type_target == "gemini":
+        raise InvalidMediaRequest(
+            f"model '{model.id}' is not served by {ROUTE}: generate-content image models "
+            f"generate through POST /v1beta/models/{model.id}:generateContent",
+            param="model",
+        )
+    traits = ImageModelTraits.from_options(model.options)
+    image_request = validate_image_request(
+        body, model=model.id, traits=traits, max_edge=settings.images.max_custom_edge
+    )
+    latency = upstream_latency(request, model, settings)
+    if has_trigger(image_request.prompt, SAFETY_TRIGGER):
+        # The public analogue refuses such prompts with a 400 before any work, free of charge.
+        raise InvalidMediaRequest(
+            "your request was rejected by the safety system (moderation_blocked)", param="prompt"
+        )
+    return model, traits, image_request, latency
+
+
 async def images_generations(request: Request) -> Response:
     account = authenticate(request, "bearer")
     if isinstance(account, Response):
@@ -109,24 +134,7 @@ async def images_generations(request: Request) -> Response:
     state = emulator_state(request)
     settings = media_store(request).settings
     try:
-        body = await json_object(request)
-        model = resolve_model(state, account, body.get("model"), ("image",), ROUTE)
-        if model.type_target == "gemini":
-            raise InvalidMediaRequest(
-                f"model '{model.id}' is not served by {ROUTE}: generate-content image models "
-                f"generate through POST /v1beta/models/{model.id}:generateContent",
-                param="model",
-            )
-        traits = ImageModelTraits.from_options(model.options)
-        image_request = validate_image_request(
-            body, model=model.id, traits=traits, max_edge=settings.images.max_custom_edge
-        )
-        latency = upstream_latency(request, model, settings)
-        if has_trigger(image_request.prompt, SAFETY_TRIGGER):
-            # The public analogue refuses such prompts with a 400 before any work, free of charge.
-            raise InvalidMediaRequest(
-                "your request was rejected by the safety system (moderation_blocked)", param="prompt"
-            )
+        model, traits, image_request, latency = await _accepted(request, state, account, settings)
     except InvalidMediaRequest as problem:
         return invalid(problem)
     pricing = state.price_for(model.id)
