@@ -351,7 +351,16 @@ def emulator_serve(
 
     from relaybatch.emulator import create_app, load_config
 
-    uvicorn.run(create_app(load_config(config)), host=host, port=port, log_level="warning")
+    # No access log and no proxy-header rewriting: both cost per request, and the emulator's
+    # request log (GET /_emulator/requests) already records every call.
+    uvicorn.run(
+        create_app(load_config(config)),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+    )
 
 
 def main() -> None:  # pragma: no cover - console entry for `python -m relaybatch`
