@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import typer
 from typer.testing import CliRunner
 
-from relaybatch.cli import NOT_BUILT_EXIT_CODE, app
+from relaybatch.cli import app
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -56,8 +55,8 @@ def test_missing_manifest_is_a_user_error(tmp_path: Path) -> None:
     assert "no such file" in result.output
 
 
-@pytest.mark.parametrize("command", [["report"]])
-def test_unbuilt_commands_say_so(command: list[str]) -> None:
-    result = CliRunner().invoke(app, command)
-    assert result.exit_code == NOT_BUILT_EXIT_CODE
-    assert "not built yet" in result.output
+def test_report_without_runs_is_a_user_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", "--runs-dir", str(tmp_path / "none")])
+    assert result.exit_code == 1
+    assert "no runs folder" in result.output
+    assert "Traceback" not in result.output
