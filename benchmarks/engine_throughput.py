@@ -1,0 +1,135 @@
+"""End-to-end chat throughput of the engine with no limit and no latency, checkpoint and Parquet included.
+
+Target: at least 1,000 completed chat items per second on this 2-core machine (curator measured
+here: about 330 per second). Reports items/s, CPU microseconds per item (this process; with
+``--gateway uvicorn`` the emulator's own CPU is in its process and reported separately), and
+the ratio to the target. Timing covers: adding the items to a fresh checkpoint store, executing
+them all (each item: `sending` committed, request, `done` with its result committed), and
+exporting the results Parquet.
+
+    .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn] [--concurrency 64]
+
+``asgi``: the emulator in this process through httpx.ASGITransport (its CPU counts against
+ours). ``uvicorn``: the emulator served in a subprocess, the client on the aiohttp transport.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+
+from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
+from relaybatch.gateway import GatewayClient
+from relaybatch.manifests import Item
+from relaybatch.settings import EMULATOR_DEMO_KEY
+
+TARGET_ITEMS_PER_SECOND = 1000
+
+
+def chat_items(count: int) -> list[Item]:
+    return [
+        Item.build(
+            item_id=str(number),
+            job="throughput",
+            kind="chat",
+            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Question {number}?"}]},
+            carry={"n": number},
+        )
+        for number in range(count)
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def serve_emulator() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "relaybatch", "emulator", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(f"{url}/_emulator/requests", timeout=1)
+            return server, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    server.kill()
+    raise SystemExit("the emulator did not start")
+
+
+def open_client(gateway: str, url: str | None) -> GatewayClient:
+    key = SecretStr(EMULATOR_DEMO_KEY)
+    if gateway == "asgi":
+        from relaybatch.emulator import create_app, load_config
+
+        transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=create_app(load_config()))
+        return GatewayClient("http://emulator.local", key, transport=transport)
+    from httpx_aiohttp import AiohttpTransport
+
+    assert url is not None
+    return GatewayClient(url, key, transport=AiohttpTransport())
+
+
+async def run(items: int, gateway: str, concurrency: int, folder: Path, url: str | None) -> dict[str, float]:
+    work = chat_items(items)
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    store = CheckpointStore(folder / "checkpoint.sqlite")
+    store.add_items(work)
+    async with open_client(gateway, url) as client:
+        summary = await execute(store, client, settings=EngineSettings(concurrency=concurrency))
+    export_results(store, folder / "results")
+    store.close()
+    wall = time.perf_counter() - wall_start
+    cpu = time.process_time() - cpu_start
+    if summary.counts != {"done": items}:
+        raise SystemExit(f"not every item finished: {summary.counts}")
+    return {"wall": wall, "cpu": cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument("--gateway", choices=["asgi", "uvicorn"], default="uvicorn")
+    parser.add_argument("--concurrency", type=int, default=64)
+    options = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="engine-throughput-"))
+    server, url = serve_emulator() if options.gateway == "uvicorn" else (None, None)
+    try:
+        figures = asyncio.run(run(options.items, options.gateway, options.concurrency, folder, url))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+    server_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rate = options.items / figures["wall"]
+    print(f"gateway: {options.gateway}, items: {options.items}, concurrency: {options.concurrency}")
+    print(f"wall {figures['wall']:.2f} s -> {rate:,.0f} completed chat items/s (target {TARGET_ITEMS_PER_SECOND})")
+    print(f"runner CPU: {figures['cpu'] / options.items * 1e6:,.0f} microseconds per item")
+    if server is not None:
+        emulator_cpu = server_cpu.ru_utime + server_cpu.ru_stime
+        print(f"emulator CPU (its own process): {emulator_cpu / options.items * 1e6:,.0f} microseconds per item")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    print(f"ratio to target: {rate / TARGET_ITEMS_PER_SECOND:.2f}")
+
+
+if __name__ == "__main__":
+    main()
