@@ -1,0 +1,128 @@
+"""The proof suites' emulator: served by uvicorn on a loopback port, in a thread of the test process.
+
+A runner under test is a separate process (it gets SIGKILLed, it runs the real CLI), so it must
+reach the emulator over a socket; the emulator lives in the test process, so the test reads its
+request log and ledger directly and the emulator survives every kill of the runner.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+import yaml
+
+from relaybatch.emulator import EmulatorConfig, EmulatorState, create_app
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_CONFIG = REPO_ROOT / "configs" / "emulator.yaml"
+PYTHON = sys.executable
+
+# Emulator-clock seconds for media work, cut from the real gateway's minutes to fractions of a second.
+FAST_MEDIA: dict[str, Any] = {
+    "video": {
+        "queued_seconds": 0.2,
+        "render_seconds_base": 0.3,
+        "render_seconds_per_video_second": 0.05,
+        "v1_pending_seconds": 0.2,
+        "v1_processing_seconds": 0.3,
+    },
+}
+
+
+def shipped_config_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text(encoding="utf-8"))
+    return data
+
+
+def config_with(
+    *,
+    demo_key: str | None = None,
+    faults: dict[str, Any] | None = None,
+    rate_limit_rpm: int | None = None,
+    balance_usd: str | None = None,
+) -> EmulatorConfig:
+    """The shipped catalog with fast media, and the demo account changed as asked."""
+    data = copy.deepcopy(shipped_config_data())
+    data["media"] = {**(data.get("media") or {}), **FAST_MEDIA}
+    demo = next(account for account in data["accounts"] if account["name"] == "demo")
+    if demo_key is not None:
+        demo["api_keys"] = [demo_key]
+    if rate_limit_rpm is not None:
+        demo["rate_limit_rpm"] = rate_limit_rpm
+    if balance_usd is not None:
+        demo["balance_usd"] = balance_usd
+    if faults is not None:
+        data["faults"] = faults
+    return EmulatorConfig.model_validate(data)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    state: EmulatorState
+
+
+@contextmanager
+def served_emulator(config: EmulatorConfig) -> Iterator[Served]:
+    """Serve an emulator app until the block ends; the server thread is always joined."""
+    app = create_app(config)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, name=f"emulator-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            thread.join(timeout=10)
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", app.state.emulator)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def runner_environment(home: Path, *, api_key: str, base_url: str, **extra: str) -> dict[str, str]:
+    """A clean environment for a runner subprocess: its own Prefect home, runs folder and temp."""
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("PREFECT_", "RELAYBATCH_")) and name != "PYTEST_CURRENT_TEST"
+    }
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    environment.update(
+        {
+            "RELAYBATCH_API_KEY": api_key,
+            "RELAYBATCH_BASE_URL": base_url,
+            "RELAYBATCH_RUNS_DIR": str(home / "runs"),
+            "PREFECT_HOME": str(home / "prefect-home"),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+            "TMPDIR": str(home / "tmp"),
+            "HOME": str(home),
+            **extra,
+        }
+    )
+    return environment
