@@ -4,6 +4,7 @@ create stays sent once; a refused connection (nothing sent) is retried."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -71,3 +72,45 @@ async def test_refused_connection_is_retried_even_for_a_billed_create(kind: str)
         with pytest.raises(ConnectFailed):
             await client.video_create(VIDEO)
     assert len(sleeps.delays) == 2
+
+
+class SilentCloser:
+    """A TCP server that reads each request head and hangs up without a byte of answer: what a
+    gateway crash after receiving a create looks like. The emulator's drop faults send a status
+    line first, so they cannot produce this."""
+
+    def __init__(self) -> None:
+        self.requests_seen = 0
+        self.server: asyncio.base_events.Server | None = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if head:
+            self.requests_seen += 1
+        writer.close()
+        await writer.wait_closed()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+
+@pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
+async def test_hang_up_after_the_request_is_outcome_unknown(kind: str) -> None:
+    closer = SilentCloser()
+    transport = aiohttp_transport() if kind == "aiohttp" else None
+    async with (
+        closer as base_url,
+        GatewayClient(
+            base_url, SecretStr(EMULATOR_DEMO_KEY), transport=transport, sleep=SleepLog()
+        ) as client,
+    ):
+        with pytest.raises(OutcomeUnknown):
+            await client.video_create(VIDEO)
+    assert closer.requests_seen == 1
