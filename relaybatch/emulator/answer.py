@@ -8,7 +8,7 @@ from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.synth import Reply
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Answer:
     reply: Reply
     counts: TokenCounts  # projected onto the caller's format (converters.project_counts)

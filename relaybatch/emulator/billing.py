@@ -20,7 +20,7 @@ TIER_THRESHOLD_TOKENS = 200_000
 ZERO = Decimal(0)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TokenCounts:
     """Billable tokens of one call, each counted once (no field includes another)."""
 

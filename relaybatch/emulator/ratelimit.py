@@ -13,7 +13,7 @@ from dataclasses import dataclass
 WINDOW_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WindowReport:
     allowed: bool
     limit_rpm: int

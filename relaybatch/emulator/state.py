@@ -43,7 +43,7 @@ class Account:
         return cls(config.name, config.balance_usd, config.rate_limit_rpm, allowed)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Charge:
     account: str
     route: str
@@ -65,7 +65,7 @@ class Charge:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestRecord:
     method: str
     path: str
