@@ -1,5 +1,5 @@
-"""Errors inside a 200 answer: an ``error`` event mid-stream in each family, and an error
-document behind padding. The emulator has no switch for these yet, so a tiny ASGI app plays the
+"""Errors inside a 200 answer: an ``error`` event mid-stream in each family, an error document
+behind padding, and a body of the wrong shape. The emulator has no switch for these yet, so a tiny ASGI app plays the
 gateway here, speaking each family's public event format."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from relaybatch.gateway import OutcomeUnknown, Overloaded, StreamError
+from relaybatch.gateway import OutcomeUnknown, Overloaded, StreamError, UnexpectedResponse
 from relaybatch.gateway.streaming import read_events
 
 
@@ -52,6 +52,7 @@ FRAMES: dict[str, list[bytes]] = {
         _sse({"candidates": [{"content": {"parts": [{"text": "Hal"}]}}]}),
         _sse({"error": {"code": 500, "message": "internal", "status": "INTERNAL"}}),
     ],
+    "/v1/typedjudge": [b'{"answers": "not an object"}'],
     "/v1/images/generations": [b"  \n", b" \n", json.dumps({"error": OVERLOADED | {"code": "529"}}).encode()],
 }
 
@@ -101,6 +102,12 @@ async def test_error_document_behind_padding(make_client: ClientFactory, fake_ga
         with pytest.raises(OutcomeUnknown) as caught:
             await client.images_generate({"model": "m", "prompt": "p"})
     assert isinstance(caught.value.cause, Overloaded)
+
+
+async def test_answer_of_the_wrong_shape(make_client: ClientFactory, fake_gateway: Starlette) -> None:
+    async with make_client(transport=httpx.ASGITransport(app=fake_gateway)) as client:
+        with pytest.raises(UnexpectedResponse, match="TypedJudgment"):
+            await client.typed_judgment({"model": "m", "state": "s", "questions": {}})
 
 
 async def test_sse_reader_joins_data_lines_and_skips_comments() -> None:
