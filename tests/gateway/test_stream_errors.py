@@ -1,6 +1,6 @@
 """Errors inside a 200 answer: an ``error`` event mid-stream in each family, an error document
-behind padding, and a body of the wrong shape. The emulator has no switch for these yet, so a tiny ASGI app plays the
-gateway here, speaking each family's public event format."""
+behind padding, and a body of the wrong shape. The emulator has no switch for these yet, so a
+tiny ASGI app plays the gateway here, speaking each family's public event format."""
 
 from __future__ import annotations
 
