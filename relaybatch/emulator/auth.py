@@ -47,11 +47,6 @@ def key_for_scheme(headers: Headers, scheme: Scheme) -> str | None:
     return _bearer(headers) or headers.get("x-api-key") or None
 
 
-def any_presented_key(headers: Headers) -> str | None:
-    """A key in any of the auth headers: lets the middleware rate-limit before the route runs."""
-    return _bearer(headers) or headers.get("x-api-key") or headers.get("x-goog-api-key") or None
-
-
 def default_shape(scheme: Scheme) -> ErrorShape:
     return ErrorShape.GENERATE_CONTENT if scheme == "goog" else ErrorShape.STANDARD
 
