@@ -27,13 +27,18 @@ from relaybatch.costs.worst_case import worst_case_usd
 
 
 class Call(Protocol):
-    """The engine's BilledCall, as far as costs are concerned."""
+    """The engine's BilledCall, as far as costs are concerned (read-only, as its frozen dataclass)."""
 
-    key: str
-    item_id: str
-    job: str
-    kind: str
-    request: dict[str, Any]
+    @property
+    def key(self) -> str: ...
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def job(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def request(self) -> dict[str, Any]: ...
 
 
 class PricingClient(Protocol):
@@ -157,6 +162,7 @@ async def open_spend_guard(
     *,
     budgets: Budgets | None = None,
     providers: Mapping[str, str] | None = None,
+    run_name: str | None = None,
 ) -> RunSpendGuard:
     """A guard for one run: prices for every (job, kind, model) fetched (or reloaded) first.
 
@@ -182,7 +188,7 @@ async def open_spend_guard(
     except BaseException:
         store.close()
         raise
-    return RunSpendGuard(run_dir.name, store, book, budget, providers)
+    return RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
 
 
 async def _fetch(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:
@@ -197,3 +203,12 @@ def calls_in_store(checkpoint_db: Any) -> list[tuple[str, str, str]]:
     """Every (job, kind, model) in a checkpoint store's items, for ``open_spend_guard``."""
     sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"
     return [(job, kind, model) for job, kind, model in checkpoint_db.execute(sql).fetchall()]
+
+
+def run_name_in_store(checkpoint_db: Any) -> str | None:
+    """The run's name as the checkpoint store records it (a shard's store names its whole run)."""
+    try:
+        row = checkpoint_db.execute("select name from runs order by rowid limit 1").fetchone()
+    except Exception:  # a store without a runs table: the caller falls back to the folder name
+        return None
+    return str(row[0]) if row and row[0] else None

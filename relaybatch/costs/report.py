@@ -24,6 +24,7 @@ COST_STORE_NAME = "costs.sqlite"
 LEDGER_NAME = "ledger.parquet"
 DASHBOARD_NAME = "dashboard.html"
 CHECKPOINT_NAME = "checkpoint.sqlite"
+SHARDS_NAME = "shards"  # a sharded run keeps one set of stores per shard under <run>/shards/
 DISPLAY_QUANTUM = Decimal("0.000001")
 
 
@@ -180,11 +181,18 @@ def _error_label(detail: Any, state: Any) -> str:
     return " ".join(text.split(":")[0].split()[:4])[:48]
 
 
+def store_folders(run_dir: Path) -> list[Path]:
+    """The run folder and its shard folders (``shards/<i>-of-<n>/``), each with its own stores."""
+    shards = run_dir / SHARDS_NAME
+    return [run_dir, *(sorted(path for path in shards.iterdir() if path.is_dir()) if shards.is_dir() else [])]
+
+
 def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) -> RunSpend:
     folders = run_folders(runs_dir, names)
     records: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     for folder in folders:
-        records += ledger_records(folder, since)
-        events += _read_events(folder / CHECKPOINT_NAME)
+        for stores in store_folders(folder):
+            records += ledger_records(stores, since)
+            events += _read_events(stores / CHECKPOINT_NAME)
     return RunSpend([folder.name for folder in folders], records, activity_from_events(events, since))

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from relaybatch.costs.guard import Budgets, PricingClient, RunSpendGuard, calls_in_store, open_spend_guard
+from relaybatch.costs.guard import (
+    Budgets,
+    PricingClient,
+    RunSpendGuard,
+    calls_in_store,
+    open_spend_guard,
+    run_name_in_store,
+)
 
 
 def budgets_from_manifest(manifest: Any) -> Budgets:
@@ -28,9 +35,22 @@ async def spend_guard_for_run(
     Use it around ``relaybatch.engine.execute(store, client, spend=guard)``.
     """
     guard = await open_spend_guard(
-        store.path.parent, client, calls_in_store(store.db), budgets=budgets, providers=providers
+        store.path.parent,
+        client,
+        calls_in_store(store.db),
+        budgets=budgets,
+        providers=providers,
+        run_name=run_name_in_store(store.db),
     )
     try:
         yield guard
     finally:
         guard.close()
+
+
+if TYPE_CHECKING:
+    from relaybatch.engine.spend import SpendGuard
+
+    def _fits_the_engine_seam(guard: RunSpendGuard) -> SpendGuard:
+        """mypy proves here that the guard is the engine's SpendGuard as it is (no cast needed)."""
+        return guard

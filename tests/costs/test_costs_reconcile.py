@@ -21,6 +21,7 @@ from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_
 from relaybatch.costs.pricing import PricingError
 from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import load_spend
+from relaybatch.costs.run import spend_guard_for_run
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.synth import TOKENS_PER_TURN
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
@@ -367,3 +368,14 @@ def test_reconcile_reports_what_differs() -> None:
     assert result.only_ours == []
     assert result.unknown_calls == 1
     assert reconcile(ours[:2], theirs[:2]).agree
+
+
+async def test_rows_carry_the_run_name_the_store_records(
+    store: CheckpointStore, client: GatewayClient, fast_app: Starlette
+) -> None:
+    store.save_run("whole-run")
+    store.add_items(chat_items(2))
+    async with spend_guard_for_run(store, client) as guard:
+        await execute(store, client, settings=FAST, spend=guard)
+    assert {row["run"] for row in ledger_rows(store.path.parent)} == {"whole-run"}
+    assert_reconciled(store.path.parent, fast_app)

@@ -130,3 +130,14 @@ def test_dashboard_of_an_empty_run_says_so() -> None:
     html = render_dashboard(RunSpend([], [], Activity()), "nothing")
     assert html.count('data-empty="true"') == 6
     assert "$0.000000" in html
+
+
+def test_a_sharded_run_reports_every_shard(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "big"
+    for shard in ("1-of-2", "2-of-2"):
+        (run_dir / "shards" / shard).mkdir(parents=True)
+        fill_cost_store(run_dir / "shards" / shard, run="big")
+    spend = load_spend(tmp_path / "runs", ["big"])
+    assert len(spend.records) == 40
+    assert spend.total_usd == 2 * D("0.54484")
+    assert [line.key for line in spend.by("run")] == [("big",)]
