@@ -52,7 +52,9 @@ class RecordingBucket(AdaptiveTokenBucket):
         await super().acquire(purpose)
         self.sent_at.append(time.monotonic())
 
-    def observe(self, status: int, headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None = None) -> None:
+    def observe(
+        self, status: int, headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None = None
+    ) -> None:
         self.answers.append(status)
         super().observe(status, headers, rate_limit)
 
@@ -72,7 +74,9 @@ def items(count: int) -> list[Item]:
 async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
     config = load_config()
     config.accounts.append(
-        AccountConfig(name="bench", api_keys=["rb-bench-key"], balance_usd=Decimal("1000"), rate_limit_rpm=LIMIT_RPM)
+        AccountConfig(
+            name="bench", api_keys=["rb-bench-key"], balance_usd=Decimal("1000"), rate_limit_rpm=LIMIT_RPM
+        )
     )
     app = create_app(config)
     bucket = RecordingBucket(SCENARIOS[name])
@@ -89,7 +93,9 @@ async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
     async with client:
         started = time.monotonic()
         asyncio.get_running_loop().call_later(seconds, stop.set)
-        summary = await execute(store, client, settings=EngineSettings(concurrency=64), limiter=bucket, stop=stop)
+        summary = await execute(
+            store, client, settings=EngineSettings(concurrency=64), limiter=bucket, stop=stop
+        )
     store.close()
     first = bucket.sent_at[0] if bucket.sent_at else started
     in_window = sum(1 for at in bucket.sent_at if at - first < seconds)
@@ -109,7 +115,9 @@ async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     options = parser.parse_args()
@@ -119,11 +127,13 @@ def main() -> None:
         for name in names:
             result = asyncio.run(scenario(name, options.seconds, folder))
             share_target, limited_target = TARGETS[name]
+            configured = SCENARIOS[name] or "none"
             print(
-                f"{name:9} configured {SCENARIOS[name] or 'none'}: {result['ok']:.0f} ok in {options.seconds:.0f} s = "
+                f"{name:9} configured {configured}: {result['ok']:.0f} ok in {options.seconds:.0f} s = "
                 f"{result['share']:.1%} of {LIMIT_RPM} rpm (target >= {share_target:.0%}, ratio "
-                f"{result['share'] / share_target:.2f}); 429s {result['429']:.0f} of {result['responses']:.0f} "
-                f"responses = {result['429_share']:.2%} (target < {limited_target:.1%}); lost {result['lost']:.0f}; "
+                f"{result['share'] / share_target:.2f}); 429s {result['429']:.0f} of "
+                f"{result['responses']:.0f} responses = {result['429_share']:.2%} "
+                f"(target < {limited_target:.1%}); lost {result['lost']:.0f}; "
                 f"bucket rate at the end {result['learned_rpm']:.0f} rpm"
             )
     finally:

@@ -118,7 +118,8 @@ async def resume(items: int, folder: Path) -> None:
     assert gateway.first_call_at is not None and gateway.calls == items // 100
     engine_first = gateway.first_call_at - execute_started
     print(
-        f"{items:,} items, {items // 100:,} left: re-planning (insert-or-ignore of every item) {replanned - started:.1f} s"
+        f"{items:,} items, {items // 100:,} left: "
+        f"re-planning (insert-or-ignore of every item) {replanned - started:.1f} s"
     )
     print(
         f"execute -> first new request: {engine_first:.3f} s (target < {RESUME_TARGET_SECONDS:.0f} s); "

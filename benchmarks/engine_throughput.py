@@ -7,7 +7,7 @@ the ratio to the target. Timing covers: adding the items to a fresh checkpoint s
 them all (each item: `sending` committed, request, `done` with its result committed), and
 exporting the results Parquet.
 
-    .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn] [--concurrency 64]
+    .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn]
 
 ``asgi``: the emulator in this process through httpx.ASGITransport (its CPU counts against
 ours). ``uvicorn``: the emulator served in a subprocess, the client on the aiohttp transport.
@@ -44,7 +44,10 @@ def chat_items(count: int) -> list[Item]:
             item_id=str(number),
             job="throughput",
             kind="chat",
-            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Question {number}?"}]},
+            request={
+                "model": "relay-chat-small",
+                "messages": [{"role": "user", "content": f"Question {number}?"}],
+            },
             carry={"n": number},
         )
         for number in range(count)
@@ -105,7 +108,9 @@ async def run(items: int, gateway: str, concurrency: int, folder: Path, url: str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--gateway", choices=["asgi", "uvicorn"], default="uvicorn")
     parser.add_argument("--concurrency", type=int, default=64)
@@ -122,11 +127,16 @@ def main() -> None:
     server_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     rate = options.items / figures["wall"]
     print(f"gateway: {options.gateway}, items: {options.items}, concurrency: {options.concurrency}")
-    print(f"wall {figures['wall']:.2f} s -> {rate:,.0f} completed chat items/s (target {TARGET_ITEMS_PER_SECOND})")
+    print(
+        f"wall {figures['wall']:.2f} s -> {rate:,.0f} completed chat items/s "
+        f"(target {TARGET_ITEMS_PER_SECOND})"
+    )
     print(f"runner CPU: {figures['cpu'] / options.items * 1e6:,.0f} microseconds per item")
     if server is not None:
         emulator_cpu = server_cpu.ru_utime + server_cpu.ru_stime
-        print(f"emulator CPU (its own process): {emulator_cpu / options.items * 1e6:,.0f} microseconds per item")
+        print(
+            f"emulator CPU (its own process): {emulator_cpu / options.items * 1e6:,.0f} microseconds per item"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     print(f"ratio to target: {rate / TARGET_ITEMS_PER_SECOND:.2f}")
 
