@@ -106,11 +106,8 @@ def run_folders(runs_dir: Path, names: Sequence[str]) -> list[Path]:
         return folders
     if not runs_dir.is_dir():
         raise UserError(f"no runs folder at {runs_dir}: run a manifest first (relaybatch run FILE)")
-    return sorted(
-        folder
-        for folder in runs_dir.iterdir()
-        if (folder / COST_STORE_NAME).exists() or (folder / CHECKPOINT_NAME).exists()
-    )
+    stores = (COST_STORE_NAME, CHECKPOINT_NAME, SHARDS_NAME)
+    return sorted(folder for folder in runs_dir.iterdir() if any((folder / name).exists() for name in stores))
 
 
 def ledger_records(run_dir: Path, since: date | None = None) -> list[dict[str, Any]]:

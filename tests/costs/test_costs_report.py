@@ -137,7 +137,8 @@ def test_a_sharded_run_reports_every_shard(tmp_path: Path) -> None:
     for shard in ("1-of-2", "2-of-2"):
         (run_dir / "shards" / shard).mkdir(parents=True)
         fill_cost_store(run_dir / "shards" / shard, run="big")
-    spend = load_spend(tmp_path / "runs", ["big"])
+    spend = load_spend(tmp_path / "runs", [])  # found without naming it: it has shards
+    assert spend.runs == ["big"]
     assert len(spend.records) == 40
     assert spend.total_usd == 2 * D("0.54484")
     assert [line.key for line in spend.by("run")] == [("big",)]
