@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 import httpx
 from pydantic import SecretStr
 
-from relaybatch.gateway import GatewayClient, RetryPolicy, aiohttp_transport
+from relaybatch.gateway import GatewayClient, GatewayError, RetryPolicy, aiohttp_transport
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 TARGET_REQUESTS_PER_SECOND = 2_000.0  # research/http-client.md, httpx + aiohttp transport
@@ -111,8 +112,11 @@ def _transport(kind: str, in_flight: int) -> httpx.AsyncBaseTransport:
     return httpx.AsyncHTTPTransport(limits=limits)
 
 
-async def measure(base_url: str, kind: str, in_flight: int, total: int, raw: bool) -> tuple[float, float]:
-    """(requests per second, client CPU ms per request) for ``total`` chat calls, ``in_flight`` at a time.
+async def measure(
+    base_url: str, kind: str, in_flight: int, total: int, raw: bool
+) -> tuple[float, float, int]:
+    """(requests per second, client CPU ms per request, failed requests) for ``total`` chat calls,
+    ``in_flight`` at a time. A failed request still counts in the rate: it was a round trip.
 
     ``raw`` sends the same POST through a bare ``httpx.AsyncClient`` on the same transport, to
     separate the gateway client's own cost (validation, limiter, retry loop, typed result) from
@@ -136,18 +140,21 @@ async def measure(base_url: str, kind: str, in_flight: int, total: int, raw: boo
                 await client.chat_completions(REQUEST)
 
         await asyncio.gather(*(one() for _ in range(min(in_flight, 32))))  # warm the connections
-        remaining = total
+        remaining, failures = total, 0
 
         async def worker() -> None:
-            nonlocal remaining
+            nonlocal remaining, failures
             while remaining > 0:
                 remaining -= 1
-                await one()
+                try:
+                    await one()
+                except (GatewayError, httpx.HTTPError):
+                    failures += 1
 
         started, cpu_started = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-        return total / elapsed, cpu / total * 1000
+        return total / elapsed, cpu / total * 1000, failures
 
 
 def main() -> None:
@@ -168,20 +175,26 @@ def main() -> None:
         serve_bare(args.serve_bare)
         return
 
+    # A plain `kill` must still stop the server child: turn SIGTERM into a normal exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     target = TARGET_REQUESTS_PER_SECOND
     print(
         f"{args.requests} chat-completions requests per run against the {args.server} server; "
         f"target {target:,.0f} req/s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
-    print(f"{'sender':<22} {'in flight':>9} {'req/s':>8} {'vs target':>10} {'client CPU ms/req':>18}")
+    print(
+        f"{'sender':<22} {'in flight':>9} {'req/s':>8} {'vs target':>10} "
+        f"{'client CPU ms/req':>18} {'failed':>7}"
+    )
     modes = [False] if args.no_raw else [False, True]
     with served(args.server) as base_url:
         for kind in args.transports:
             for raw in modes:
                 label = f"{'bare httpx' if raw else 'GatewayClient'}/{kind}"
                 for in_flight in args.concurrency:
-                    rate, cpu_ms = asyncio.run(measure(base_url, kind, in_flight, args.requests, raw))
-                    line = f"{label:<22} {in_flight:>9} {rate:>8,.0f} {rate / target:>9.2f}x {cpu_ms:>18.2f}"
+                    rate, cpu_ms, failed = asyncio.run(measure(base_url, kind, in_flight, args.requests, raw))
+                    line = f"{label:<22} {in_flight:>9} {rate:>8,.0f} {rate / target:>9.2f}x "
+                    line += f"{cpu_ms:>18.2f} {failed:>7}"
                     print(line, flush=True)
 
 

@@ -15,13 +15,20 @@ from __future__ import annotations
 import httpx
 
 DEFAULT_MAX_CONNECTIONS = 512
+# Idle pooled connections are dropped before common servers drop them (uvicorn: 5 s), so a request
+# is rarely written to a socket the server is closing, which would read as "sent, no answer".
+KEEPALIVE_EXPIRY_SECONDS = 4.0
 
 
 def aiohttp_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> httpx.AsyncBaseTransport:
     """The socket transport for a real gateway (or an emulator served over HTTP)."""
     from httpx_aiohttp import AiohttpTransport
 
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    limits = httpx.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
+    )
     return AiohttpTransport(limits=limits)
 
 
