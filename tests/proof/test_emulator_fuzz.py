@@ -101,7 +101,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 path_text = st.text(
-    alphabet=st.characters(codec="ascii", exclude_characters="/?#%", exclude_categories=("Cc",)),
+    alphabet=st.characters(codec="ascii", exclude_characters="/?#%", exclude_categories=["Cc"]),
     min_size=1,
     max_size=24,
 )
@@ -133,14 +133,14 @@ def broken_bodies(draw: st.DrawFn, valid: dict[str, Any]) -> bytes:
     return json.dumps(body).encode()
 
 
-def auth_headers(choice: str) -> dict[str, bytes]:
+def auth_headers(choice: str) -> dict[bytes, bytes]:
     return {
-        "bearer": {"authorization": f"Bearer {KEY}".encode()},
-        "anthropic": {"x-api-key": KEY.encode(), "anthropic-version": b"2023-06-01"},
-        "goog": {"x-goog-api-key": KEY.encode()},
+        "bearer": {b"authorization": f"Bearer {KEY}".encode()},
+        "anthropic": {b"x-api-key": KEY.encode(), b"anthropic-version": b"2023-06-01"},
+        "goog": {b"x-goog-api-key": KEY.encode()},
         "none": {},
         # Bytes outside ASCII are legal on the wire (latin-1); an empty key; a wrong version.
-        "garbage": {"authorization": b"Bearer \xe9\xe9", "x-api-key": b"", "anthropic-version": b"1999"},
+        "garbage": {b"authorization": b"Bearer \xe9\xe9", b"x-api-key": b"", b"anthropic-version": b"1999"},
     }[choice]
 
 
@@ -148,7 +148,7 @@ def auth_headers(choice: str) -> dict[str, bytes]:
 def malformed_fault(draw: st.DrawFn) -> str | None:
     if not draw(st.booleans()):
         return None
-    text = draw(st.text(alphabet=st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=20))
+    text = draw(st.text(alphabet=st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=20))
     try:
         parse_fault(text)
     except FaultSyntaxError:
@@ -157,11 +157,11 @@ def malformed_fault(draw: st.DrawFn) -> str | None:
 
 
 @st.composite
-def malformed_requests(draw: st.DrawFn) -> tuple[str, str, dict[str, bytes], bytes, dict[str, str]]:
+def malformed_requests(draw: st.DrawFn) -> tuple[str, str, dict[bytes, bytes], bytes, dict[str, str]]:
     headers = auth_headers(draw(st.sampled_from(["bearer", "anthropic", "goog", "none", "garbage"])))
     fault = draw(malformed_fault())
     if fault is not None:
-        headers["x-emulator-fault"] = fault.encode()
+        headers[b"x-emulator-fault"] = fault.encode()
     query = draw(
         st.dictionaries(st.sampled_from(["q", "url", "query", "count", "account", "x"]), st.text(max_size=12))
     )
@@ -178,7 +178,7 @@ def malformed_requests(draw: st.DrawFn) -> tuple[str, str, dict[str, bytes], byt
 @settings(max_examples=250, deadline=None)
 @given(request=malformed_requests())
 def test_no_malformed_request_gets_a_server_error(
-    request: tuple[str, str, dict[str, bytes], bytes, dict[str, str]],
+    request: tuple[str, str, dict[bytes, bytes], bytes, dict[str, str]],
 ) -> None:
     method, path, headers, body, query = request
     with TestClient(create_app(CONFIG), raise_server_exceptions=False) as client:
