@@ -44,6 +44,7 @@ class Call:
     job: str
     kind: str
     request: dict[str, Any]
+    attempt: int = 1
 
 
 def _no_fetch(model: str, provider: str | None) -> Any:

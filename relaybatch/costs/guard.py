@@ -39,6 +39,8 @@ class Call(Protocol):
     def kind(self) -> str: ...
     @property
     def request(self) -> dict[str, Any]: ...
+    @property
+    def attempt(self) -> int: ...
 
 
 class PricingClient(Protocol):
@@ -105,6 +107,8 @@ class RunSpendGuard:
             latency_seconds=latency,
             reserved_usd=worst,
             outcome="charged" if result is not None else "unknown",
+            # Each billed attempt is its own row: a resent call may have been charged twice.
+            call=f"attempt-{call.attempt}",
         )
         self.store.record(row)
         # What the budget counts: the charge, or when it is not known the worst case held for it.

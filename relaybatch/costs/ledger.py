@@ -48,7 +48,7 @@ class LedgerRow:
     charged_at: datetime
     remote_id: str | None = None
     latency_seconds: float | None = None  # a duration for the dashboard, not money
-    call: str = "create"  # which billed request of the item (one per item today)
+    call: str = "create"  # which billed request of the item: the guard writes "attempt-N"
     reserved_usd: Decimal | None = None  # the worst case the budget held for the call
     outcome: str = "charged"  # or "unknown": sent, no answer; it may or may not have been charged
 
@@ -73,6 +73,7 @@ def build_row(
     charged_at: datetime | None = None,
     reserved_usd: Decimal | None = None,
     outcome: str = "charged",
+    call: str = "create",
 ) -> LedgerRow:
     return LedgerRow(
         run=run,
@@ -89,6 +90,7 @@ def build_row(
         charged_at=charged_at or datetime.now(UTC),
         reserved_usd=reserved_usd,
         outcome=outcome,
+        call=call,
     )
 
 

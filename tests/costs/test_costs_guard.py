@@ -245,3 +245,19 @@ async def test_an_answer_without_usage_is_unknown_not_free(tmp_path: Path) -> No
     row = next(iter(guard.store.records()))
     assert row["usd"] is None and row["unknown_prices"] == "usage unreadable: the answer carries no usage"
     guard.close()
+
+
+async def test_each_billed_attempt_is_its_own_row(tmp_path: Path) -> None:
+    guard = await open_spend_guard(
+        tmp_path, FakePricingClient({"chat-model": CHAT}), [("job", "chat", "chat-model")]
+    )
+    first = FakeCall("k1", "i1", "job", "chat", chat_request(), attempt=1)
+    again = FakeCall("k1", "i1", "job", "chat", chat_request(), attempt=2)
+    assert guard.reserve(first)
+    guard.settle(first, None)  # sent, no answer: may have been charged
+    assert guard.reserve(again)
+    assert guard.settle(again, {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}) == D("0.00003")
+    rows = {row["call"]: row for row in guard.store.records()}
+    assert set(rows) == {"attempt-1", "attempt-2"}
+    assert rows["attempt-1"]["outcome"] == "unknown" and rows["attempt-2"]["usd"] == "0.000030"
+    guard.close()
