@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import resource
 import shutil
 import tempfile
@@ -96,36 +98,55 @@ async def memory(items: int, folder: Path) -> None:
     )
 
 
+def fill_store(checkpoint: Path, items: int, done: int) -> None:
+    """A million-item checkpoint written straight to SQLite (building a million Item models first
+    would only measure pydantic): rows 1..done are done with a result, the rest pending."""
+    store = CheckpointStore(checkpoint)
+    result = '{"finish_reason":"stop","output_text":"ok","tokens":{"input_tokens":12,"output_tokens":1}}'
+    rows = (
+        (
+            hashlib.sha256(str(number).encode()).hexdigest()[:32],
+            str(number),
+            "scale",
+            "chat",
+            json.dumps(
+                {"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Q {number}?"}]}
+            ),
+            json.dumps({"n": number}),
+            "done" if number < done else "pending",
+            1 if number < done else 0,
+            result if number < done else None,
+        )
+        for number in range(items)
+    )
+    with store.db.conn:
+        store.db.conn.executemany(
+            "insert into items (key, item_id, job, kind, request, carry, state, attempts, result) "
+            "values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    store.close()
+
+
 async def resume(items: int, folder: Path) -> None:
     checkpoint = folder / "checkpoint.sqlite"
-    store = CheckpointStore(checkpoint)
-    store.add_items(chat_items(items))
-    done_rows = items - items // 100
-    result = '{"finish_reason":"stop","output_text":"ok"}'
-    with store.db.conn:
-        store.db.execute("update items set state = 'done', result = ? where rowid <= ?", [result, done_rows])
-    store.close()
+    left = items // 100
+    fill_store(checkpoint, items, items - left)
 
     started = time.perf_counter()
     store = CheckpointStore(checkpoint)
-    added = store.add_items(chat_items(items))  # the plan step of a resumed run: nothing is new
-    replanned = time.perf_counter()
     gateway = StubGateway()
-    execute_started = time.perf_counter()
     summary = await execute(store, gateway, settings=EngineSettings(concurrency=64))  # type: ignore[arg-type]
+    finished = time.perf_counter()
     store.close()
-    assert added == 0 and summary.counts == {"done": items}, (added, summary.counts)
-    assert gateway.first_call_at is not None and gateway.calls == items // 100
-    engine_first = gateway.first_call_at - execute_started
+    assert summary.counts == {"done": items}, summary.counts
+    assert gateway.first_call_at is not None and gateway.calls == left
+    first = gateway.first_call_at - started
+    print(f"{items:,} items, {left:,} left: open store + execute -> first new request {first:.3f} s")
     print(
-        f"{items:,} items, {items // 100:,} left: "
-        f"re-planning (insert-or-ignore of every item) {replanned - started:.1f} s"
+        f"target < {RESUME_TARGET_SECONDS:.0f} s; ratio to target {RESUME_TARGET_SECONDS / first:.1f} (above 1 is within)"
     )
-    print(
-        f"execute -> first new request: {engine_first:.3f} s (target < {RESUME_TARGET_SECONDS:.0f} s); "
-        f"ratio to target {RESUME_TARGET_SECONDS / engine_first:.1f} (above 1 is within)"
-    )
-    print(f"including re-planning: {gateway.first_call_at - started:.1f} s")
+    print(f"the {left:,} items left finished in {finished - started:.1f} s")
 
 
 def main() -> None:
