@@ -143,9 +143,8 @@ async def resume(items: int, folder: Path) -> None:
     assert gateway.first_call_at is not None and gateway.calls == left
     first = gateway.first_call_at - started
     print(f"{items:,} items, {left:,} left: open store + execute -> first new request {first:.3f} s")
-    print(
-        f"target < {RESUME_TARGET_SECONDS:.0f} s; ratio to target {RESUME_TARGET_SECONDS / first:.1f} (above 1 is within)"
-    )
+    ratio = RESUME_TARGET_SECONDS / first
+    print(f"target < {RESUME_TARGET_SECONDS:.0f} s; ratio to target {ratio:.1f} (above 1 is within)")
     print(f"the {left:,} items left finished in {finished - started:.1f} s")
 
 
