@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import resource
 import shutil
 import socket
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import httpx
+from machine_probe import probe
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
@@ -137,7 +137,7 @@ def main() -> None:
         print(
             f"emulator CPU (its own process): {emulator_cpu / options.items * 1e6:,.0f} microseconds per item"
         )
-    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    print(probe())
     print(f"ratio to target: {rate / TARGET_ITEMS_PER_SECOND:.2f}")
 
 
