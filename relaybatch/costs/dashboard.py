@@ -126,17 +126,19 @@ def line_chart(name: str, title: str, points: Sequence[tuple[str, Decimal]]) -> 
     )
 
 
-LATENCY_BINS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+MAX_COLUMNS = 120
 
 
-def latency_histogram(latencies: Sequence[tuple[str, float]]) -> list[tuple[str, int]]:
-    if not latencies:
-        return []
-    counts = [0] * (len(LATENCY_BINS) + 1)
-    for _, seconds in latencies:
-        counts[next((i for i, edge in enumerate(LATENCY_BINS) if seconds <= edge), len(LATENCY_BINS))] += 1
-    labels = [f"<={edge:g}s" for edge in LATENCY_BINS] + [f">{LATENCY_BINS[-1]:g}s"]
-    return list(zip(labels, counts, strict=True))
+def coarsen(per_minute: Sequence[tuple[str, int]]) -> tuple[list[tuple[str, int]], str]:
+    """Counts per minute, or per hour or day when a run is too long for one column a minute."""
+    merged: dict[str, int] = {}
+    for width, unit in ((16, "min"), (13, "hour"), (10, "day")):
+        merged = {}
+        for moment, count in per_minute:
+            merged[moment[:width]] = merged.get(moment[:width], 0) + count
+        if len(merged) <= MAX_COLUMNS:
+            return sorted(merged.items()), unit
+    return sorted(merged.items()), "day"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -158,9 +160,10 @@ def render_dashboard(spend: RunSpend, title: str) -> str:
     by_job = [(_label(line), line.usd) for line in spend.by("run", "job")]
     activity = spend.activity
     error_total = sum(count for _, count in activity.errors)
+    throughput, throughput_unit = coarsen(activity.finished_per_minute)
     cards = [
         ("Total spend", display_usd(spend.total_usd)),
-        ("Billable calls", str(len(spend.records))),
+        ("Billable calls", str(spend.calls)),
         ("Calls with unknown price", str(spend.unknown_calls)),
         ("Errors", str(error_total)),
     ]
@@ -173,13 +176,10 @@ def render_dashboard(spend: RunSpend, title: str) -> str:
         ("Spend by model", bar_chart("spend-by-model", "Spend by model", by_model, unit="usd")),
         ("Spend by job", bar_chart("spend-by-job", "Spend by job", by_job, unit="usd")),
         (
-            "Throughput (calls finished per minute)",
-            column_chart("throughput", "Throughput", activity.finished_per_minute, unit="/min"),
+            f"Throughput (calls finished per {throughput_unit})",
+            column_chart("throughput", "Throughput", throughput, unit=f"/{throughput_unit}"),
         ),
-        (
-            "Latency (send to answer)",
-            column_chart("latency", "Latency", latency_histogram(activity.latencies), ""),
-        ),
+        ("Latency (send to answer)", column_chart("latency", "Latency", activity.latency_histogram, "")),
         ("Errors", bar_chart("errors", "Errors", activity.errors)),
     ]
     generated = datetime.now(UTC).isoformat(timespec="seconds")

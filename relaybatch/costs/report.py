@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -46,54 +47,82 @@ class Activity:
     """What a run did over time, from its checkpoint events."""
 
     finished_per_minute: list[tuple[str, int]] = field(default_factory=list)
-    latencies: list[tuple[str, float]] = field(default_factory=list)  # (kind, seconds)
+    latency_histogram: list[tuple[str, int]] = field(default_factory=list)  # (bin label, calls)
     errors: list[tuple[str, int]] = field(default_factory=list)  # (error, count)
+
+    @property
+    def latency_count(self) -> int:
+        return sum(count for _, count in self.latency_histogram)
+
+
+# Spend is kept summed per group and per minute, never per call: memory does not grow with the run.
+GROUP_COLUMNS = ("run", "job", "model", "provider", "kind", "day")
+MAX_TIME_POINTS = 600
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    usd: Decimal = Decimal(0)
+    unknown_calls: int = 0
+
+    def add(self, usd: Decimal, priced: bool) -> None:
+        self.calls += 1
+        self.usd += usd
+        self.unknown_calls += 0 if priced else 1
 
 
 @dataclass(frozen=True)
 class RunSpend:
     runs: list[str]
-    records: list[dict[str, Any]]
-    activity: Activity
+    groups: dict[tuple[str, ...], Totals] = field(default_factory=dict)  # keyed by GROUP_COLUMNS
+    per_minute: dict[str, Decimal] = field(default_factory=dict)  # spend per UTC minute
+    activity: Activity = field(default_factory=Activity)
 
     @property
     def total_usd(self) -> Decimal:
-        return sum((record_usd(record) for record in self.records), Decimal(0))
+        return sum((totals.usd for totals in self.groups.values()), Decimal(0))
+
+    @property
+    def calls(self) -> int:
+        return sum(totals.calls for totals in self.groups.values())
 
     @property
     def unknown_calls(self) -> int:
-        return sum(1 for record in self.records if not record["priced"])
+        return sum(totals.unknown_calls for totals in self.groups.values())
 
     def by(self, *columns: str) -> list[SpendLine]:
-        return spend_by(self.records, columns)
+        positions = [GROUP_COLUMNS.index(column) for column in columns]
+        merged: dict[tuple[str, ...], Totals] = defaultdict(Totals)
+        for key, totals in self.groups.items():
+            line = merged[tuple(key[position] for position in positions)]
+            line.calls += totals.calls
+            line.usd += totals.usd
+            line.unknown_calls += totals.unknown_calls
+        return [SpendLine(key, t.calls, t.usd, t.unknown_calls) for key, t in sorted(merged.items())]
 
     def over_time(self) -> list[tuple[str, Decimal]]:
-        """Cumulative spend after each charge, in time order."""
+        """Cumulative spend at the end of each minute with a charge (at most MAX_TIME_POINTS points)."""
         total, points = Decimal(0), []
-        for record in sorted(self.records, key=lambda record: record["charged_at"]):
-            total += record_usd(record)
-            points.append((record["charged_at"], total))
-        return points
+        for minute, usd in sorted(self.per_minute.items()):
+            total += usd
+            points.append((minute, total))
+        step = -(-len(points) // MAX_TIME_POINTS)  # ceiling division
+        if step <= 1:
+            return points
+        kept = points[step - 1 :: step]
+        return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        usd = record_usd(record)
+        key = tuple(str(record.get(column) or "-") for column in GROUP_COLUMNS)
+        self.groups.setdefault(key, Totals()).add(usd, bool(record["priced"]))
+        minute = str(record["charged_at"])[:16]
+        self.per_minute[minute] = self.per_minute.get(minute, Decimal(0)) + usd
 
 
 def record_usd(record: Mapping[str, Any]) -> Decimal:
     return Decimal(record["usd"] if record["usd"] is not None else record["known_usd"])
-
-
-def _with_day(record: dict[str, Any]) -> dict[str, Any]:
-    return {**record, "day": str(record["charged_at"])[:10]}
-
-
-def spend_by(records: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> list[SpendLine]:
-    usd: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
-    calls: Counter[tuple[str, ...]] = Counter()
-    unknown: Counter[tuple[str, ...]] = Counter()
-    for record in records:
-        key = tuple(str(record.get(column) or "-") for column in columns)
-        usd[key] += record_usd(record)
-        calls[key] += 1
-        unknown[key] += 0 if record["priced"] else 1
-    return [SpendLine(key, calls[key], usd[key], unknown[key]) for key in sorted(usd)]
 
 
 def run_folders(runs_dir: Path, names: Sequence[str]) -> list[Path]:
@@ -110,44 +139,56 @@ def run_folders(runs_dir: Path, names: Sequence[str]) -> list[Path]:
     return sorted(folder for folder in runs_dir.iterdir() if any((folder / name).exists() for name in stores))
 
 
-def ledger_records(run_dir: Path, since: date | None = None) -> list[dict[str, Any]]:
-    """The run's ledger rows (refreshing its Parquet export on the way), from ``since`` on."""
+REPORT_COLUMNS = ("run", "job", "model", "provider", "kind", "charged_at", "usd", "known_usd", "priced")
+
+
+def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None) -> None:
+    """Add a store's charges from ``since`` on to ``spend`` (refreshing its Parquet export on the way)."""
     path = run_dir / COST_STORE_NAME
     if not path.exists():
-        return []
+        return
     store = CostStore(path)
     try:
         write_ledger(store, run_dir / LEDGER_NAME)
-        records = [_with_day(dict(record)) for record in store.records()]
+        sql = f"select {', '.join(REPORT_COLUMNS)} from charges where charged_at >= ?"
+        for values in store.db.conn.execute(sql, [since.isoformat() if since else ""]):
+            record = dict(zip(REPORT_COLUMNS, values, strict=True))
+            record["day"] = str(record["charged_at"])[:10]
+            spend.add(record)
     finally:
         store.close()
-    cutoff = since.isoformat() if since else ""
-    return [record for record in records if record["day"] >= cutoff]
 
 
-def _read_events(checkpoint: Path) -> list[dict[str, Any]]:
+def read_events(checkpoint: Path) -> Iterator[dict[str, Any]]:
+    """A checkpoint's events in order, streamed (with the item's kind), read-only beside the engine."""
     if not checkpoint.exists():
-        return []
+        return
     connection = sqlite3.connect(f"file:{checkpoint}?mode=ro", uri=True)
     connection.row_factory = sqlite3.Row
+    sql = "select e.key, e.state, e.detail, e.at, i.kind from events e left join items i on i.key = e.key"
     try:
-        sql = (
-            "select e.key, e.state, e.detail, e.at, i.kind from events e "
-            "left join items i on i.key = e.key order by e.id"
-        )
-        return [dict(row) for row in connection.execute(sql)]
+        yield from (dict(row) for row in connection.execute(f"{sql} order by e.id"))
     except sqlite3.Error:
-        return []  # an older or newer checkpoint layout: activity is best effort, spend is not
+        return  # an older or newer checkpoint layout: activity is best effort, spend is not
     finally:
         connection.close()
 
 
+LATENCY_BINS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+LATENCY_LABELS = (*(f"<={edge:g}s" for edge in LATENCY_BINS), f">{LATENCY_BINS[-1]:g}s")
+
+
+def _latency_bin(seconds: float) -> int:
+    return next((index for index, edge in enumerate(LATENCY_BINS) if seconds <= edge), len(LATENCY_BINS))
+
+
 def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None = None) -> Activity:
+    """Counts only (per minute, per latency bin, per error): memory does not grow with the run."""
     cutoff = since.isoformat() if since else ""
     per_minute: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    started: dict[str, datetime] = {}
-    latencies: list[tuple[str, float]] = []
+    started: dict[str, datetime] = {}  # calls in flight only: removed when they answer
+    latency = [0] * len(LATENCY_LABELS)
     for event in events:
         at, state = str(event.get("at") or ""), event.get("state")
         if at[:10] < cutoff:
@@ -159,11 +200,11 @@ def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None
             per_minute[at[:16]] += 1 if state == "done" else 0
             begun = started.pop(event["key"], None)
             if begun is not None:
-                seconds = (datetime.fromisoformat(at) - begun).total_seconds()
-                latencies.append((str(event.get("kind") or "-"), seconds))
+                latency[_latency_bin((datetime.fromisoformat(at) - begun).total_seconds())] += 1
         if state in ("failed", "uncertain") or (state == "pending" and event.get("detail")):
             errors[_error_label(event.get("detail"), state)] += 1
-    return Activity(sorted(per_minute.items()), latencies, errors.most_common())
+    histogram = list(zip(LATENCY_LABELS, latency, strict=True)) if any(latency) else []
+    return Activity(sorted(per_minute.items()), histogram, errors.most_common())
 
 
 _STATUS_AND_TYPE = re.compile(r"\b([1-5]\d\d)\s+([a-z_]+)")
@@ -186,10 +227,9 @@ def store_folders(run_dir: Path) -> list[Path]:
 
 def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) -> RunSpend:
     folders = run_folders(runs_dir, names)
-    records: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    for folder in folders:
-        for stores in store_folders(folder):
-            records += ledger_records(stores, since)
-            events += _read_events(stores / CHECKPOINT_NAME)
-    return RunSpend([folder.name for folder in folders], records, activity_from_events(events, since))
+    spend = RunSpend([folder.name for folder in folders])
+    stores = [stores for folder in folders for stores in store_folders(folder)]
+    for folder in stores:
+        add_ledger(spend, folder, since)
+    events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
+    return RunSpend(spend.runs, spend.groups, spend.per_minute, activity_from_events(events, since))

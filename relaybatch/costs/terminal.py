@@ -33,7 +33,7 @@ def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
     table.add_section()
     unknown = str(spend.unknown_calls or "")
     table.add_row(
-        "total", *[""] * (len(columns) - 1), str(len(spend.records)), display_usd(spend.total_usd), unknown
+        "total", *[""] * (len(columns) - 1), str(spend.calls), display_usd(spend.total_usd), unknown
     )
     return table
 

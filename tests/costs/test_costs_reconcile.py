@@ -248,7 +248,7 @@ async def test_ledgers_agree_to_the_cent_call_by_call(
     spend = load_spend(store.path.parent.parent, [store.path.parent.name])
     assert spend.total_usd == result.theirs_usd
     assert sum(count for _, count in spend.activity.finished_per_minute) == len(items)
-    assert len(spend.activity.latencies) == len(items)
+    assert spend.activity.latency_count == len(items)
     kinds = {row["kind"] for row in store.iter_items()}
     assert kinds == {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"} | {
         "judgment",

@@ -12,9 +12,9 @@ from cost_builders import fill_cost_store, write_checkpoint_events
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.costs.dashboard import render_dashboard
+from relaybatch.costs.dashboard import coarsen, render_dashboard
 from relaybatch.costs.ledger import MONEY
-from relaybatch.costs.report import Activity, RunSpend, activity_from_events, load_spend
+from relaybatch.costs.report import MAX_TIME_POINTS, RunSpend, activity_from_events, load_spend
 
 D = Decimal
 
@@ -48,8 +48,8 @@ def test_spend_by_job_model_kind_and_day_sums_exactly(tmp_path: Path) -> None:
 def test_since_keeps_charges_from_that_day_on(tmp_path: Path) -> None:
     make_run(tmp_path)
     spend = load_spend(tmp_path, ["demo"], since=date(2026, 11, 22))
-    assert len(spend.records) == 1
-    assert spend.records[0]["day"] == "2026-11-22"
+    assert spend.calls == 1
+    assert [line.key for line in spend.by("day")] == [("2026-11-22",)]
 
 
 def test_ledger_parquet_keeps_money_as_exact_decimals(tmp_path: Path) -> None:
@@ -123,11 +123,11 @@ def test_error_labels_keep_status_and_type() -> None:
     ]
     activity = activity_from_events(events)
     assert dict(activity.errors) == {"429 rate_limit_error": 1, "529 overloaded_error": 1}
-    assert activity.latencies == [("chat", 1.0)]
+    assert [(label, count) for label, count in activity.latency_histogram if count] == [("<=1s", 1)]
 
 
 def test_dashboard_of_an_empty_run_says_so() -> None:
-    html = render_dashboard(RunSpend([], [], Activity()), "nothing")
+    html = render_dashboard(RunSpend([]), "nothing")
     assert html.count('data-empty="true"') == 6
     assert "$0.000000" in html
 
@@ -139,6 +139,21 @@ def test_a_sharded_run_reports_every_shard(tmp_path: Path) -> None:
         fill_cost_store(run_dir / "shards" / shard, run="big")
     spend = load_spend(tmp_path / "runs", [])  # found without naming it: it has shards
     assert spend.runs == ["big"]
-    assert len(spend.records) == 40
+    assert spend.calls == 40
     assert spend.total_usd == 2 * D("0.54484")
     assert [line.key for line in spend.by("run")] == [("big",)]
+
+
+def test_long_runs_stay_small_on_the_page() -> None:
+    per_minute = {
+        f"2026-11-{day:02d}T{hour:02d}:{minute:02d}": D("0.01")
+        for day in (20, 21)
+        for hour in range(24)
+        for minute in range(60)
+    }
+    spend = RunSpend(["long"], per_minute=per_minute)
+    points = spend.over_time()
+    assert len(points) <= MAX_TIME_POINTS + 1
+    assert points[-1] == ("2026-11-21T23:59", D("28.80"))  # the last point is the exact total
+    throughput, unit = coarsen([(minute, 1) for minute in per_minute])
+    assert unit == "hour" and len(throughput) == 48 and throughput[0] == ("2026-11-20T00", 60)
