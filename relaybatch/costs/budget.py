@@ -45,6 +45,13 @@ class Refusal:
                 f"budget: the cost of item {item} cannot be bounded (a price it needs is unknown), "
                 f"so it was not sent under the {self.scope} budget of {self.limit} USD"
             )
+        if self.only_in_flight:
+            return (
+                f"{self.scope} budget of {self.limit} USD: {self.spent} USD spent and {self.in_flight} USD "
+                f"held for calls in flight, so item {item} (up to {self.needed} USD) was not sent. "
+                f"Run the manifest again to go on with what the calls in flight did not use; "
+                f"nothing already done is re-sent."
+            )
         return (
             f"{self.scope} budget of {self.limit} USD reached: {self.spent} USD spent, "
             f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. "

@@ -20,7 +20,11 @@ def test_admits_while_worst_cases_fit_and_counts_reservations_in_flight() -> Non
     assert refusal.scope == "run"
     assert refusal.in_flight == D("0.60")
     assert refusal.only_in_flight
-    assert "run budget of 1.00 USD reached" in refusal.message("job/2")
+    assert "held for calls in flight" in refusal.message("job/2")
+    budget.settle("a", "job", D("0.60"))
+    spent_out = budget.reserve("c", "job", D("0.50"))
+    assert spent_out is not None and not spent_out.only_in_flight
+    assert "run budget of 1.00 USD reached: 0.60 USD spent" in spent_out.message("job/3")
 
 
 def test_settle_replaces_the_reservation_with_the_actual_charge() -> None:
