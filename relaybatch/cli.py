@@ -244,7 +244,7 @@ def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
 @reports_user_errors
 def report(
     run_names: Annotated[
-        list[str] | None, typer.Argument(metavar="[RUN]...", help="Runs to report [default: every run].")
+        list[str] | None, typer.Argument(metavar="RUN", help="Runs to report (default: every run).")
     ] = None,
     since: Annotated[
         str | None, typer.Option("--since", help="Only charges on or after this UTC day (YYYY-MM-DD).")
