@@ -1,16 +1,37 @@
-"""The run flow: plan the manifest's items, execute them, export the results."""
+"""The run flows: run a manifest (or one shard of it), and resume a run by name.
+
+plan -> execute (polls included) -> export -> report, each a coarse task; the engine fans out
+inside execute. While execute runs, a progress artifact follows the checkpoint store; at the end
+markdown and table artifacts summarise items, spend and outputs.
+
+Cancelling a deployment's flow run makes Prefect cancel the flow's coroutine: the execute step
+sets the engine's stop event (no new submissions; requests in flight finish and are
+checkpointed; with ``cancel_remote_on_cancel`` remote videos still running are cancelled too),
+the progress artifact gets its last update, and the ``on_cancellation`` hook logs how to resume. A crash
+leaves the store as it was at the last committed transition; running the same manifest again
+resumes it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
+from prefect.client.schemas.objects import FlowRun, State
+from prefect.logging.loggers import flow_run_logger
+from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact
+from relaybatch.flows.spend import run_spend
+from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items
+from relaybatch.tasks.sharding import Shard
 
 from relaybatch.manifests import run_name_for
 from relaybatch.runs import RunPaths
 from relaybatch.settings import Settings
+from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
 
 @dataclass(frozen=True)
@@ -19,22 +40,121 @@ class RunOutcome:
     added: int
     counts: dict[str, int]
     results: list[Path]
+    # Why the engine stopped early (budget reached, key refused...); None when it ran to the end.
+    stopped: str | None = None
+    spent_usd: Decimal | None = None
 
 
-@flow(name="run-manifest", persist_result=False)
-async def run_manifest(
-    manifest: Path, runs_dir: Path | None = None, base_url: str | None = None
+def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
+    """Hook for cancelled and crashed runs: nothing is lost, say how to continue."""
+    manifest = flow_run.parameters.get("manifest") or flow_run.parameters.get("run_name")
+    flow_run_logger(flow_run, flow).warning(
+        "run stopped (%s); its checkpoint keeps every item's state. Run the same manifest again "
+        "(relaybatch run %s) to resume: done items are not sent again.",
+        state.name,
+        manifest,
+    )
+
+
+def run_paths(runs_dir: Path | None, run_name: str, shard: Shard | None) -> RunPaths:
+    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    paths = RunPaths.for_run(settings.runs_dir, run_name)
+    return shard.paths(paths) if shard else paths
+
+
+def shared_limit_for(rpm: int | None) -> SharedLimit | None:
+    """A flow parameter wins; otherwise RELAYBATCH_SHARED_LIMIT_RPM in the worker's environment."""
+    configured = SharedLimitSettings()
+    if rpm is not None:
+        return SharedLimit(rpm=rpm, name=configured.name, burst=configured.burst, block=configured.block)
+    return configured.shared_limit()
+
+
+async def execute_and_report(
+    label: str,
+    paths: RunPaths,
+    base_url: str | None,
+    shared_limit: SharedLimit | None,
+    progress_every: float,
+    added: int,
+    cancel_remote_on_cancel: bool,
 ) -> RunOutcome:
-    """Run (or resume) a manifest: items already done are not sent again."""
+    """The part every run flow shares: execute with a progress artifact, export, summarise."""
+    async with progress_artifact(paths.checkpoint, progress_every):
+        result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
+    results = export_outputs(paths)
+    outputs = results + [path for path in (paths.root / "ledger.parquet",) if path.exists()]
+    notes = [f"stopped early: {result.stopped}"] if result.stopped else []
+    await publish_summary(label, [paths.checkpoint], result.counts, run_spend(paths), outputs, notes)
+    return RunOutcome(
+        run_dir=paths.root,
+        added=added,
+        counts=result.counts,
+        results=results,
+        stopped=result.stopped,
+        spent_usd=result.spent_usd,
+    )
+
+
+@flow(
+    name="run-manifest",
+    persist_result=False,
+    on_cancellation=[_log_resume_hint],
+    on_crashed=[_log_resume_hint],
+)
+async def run_manifest(
+    manifest: Path,
+    runs_dir: Path | None = None,
+    base_url: str | None = None,
+    shard: str | None = None,
+    shared_limit_rpm: int | None = None,
+    progress_every: float = DEFAULT_EVERY_SECONDS,
+    cancel_remote_on_cancel: bool = False,
+) -> RunOutcome:
+    """Run (or resume) a manifest, or one shard of it (``shard="1/2"``): done items are not sent again."""
     # The API key is never a flow parameter (Prefect stores those): settings read it from the
     # environment inside the process that sends requests.
-    settings = Settings(**_given(runs_dir=runs_dir, base_url=base_url))
-    paths = RunPaths.for_run(settings.runs_dir, run_name_for(manifest))
-    added = plan_items(manifest, paths)
-    counts = await execute_items(paths, base_url)
-    results = export_outputs(paths)
-    return RunOutcome(run_dir=paths.root, added=added, counts=counts, results=results)
+    part = Shard.parse(shard) if shard else None
+    name = run_name_for(manifest)
+    paths = run_paths(runs_dir, name, part)
+    added = plan_items(manifest, paths, part)
+    label = f"{name} shard {part}" if part else name
+    return await execute_and_report(
+        label,
+        paths,
+        base_url,
+        shared_limit_for(shared_limit_rpm),
+        progress_every,
+        added,
+        cancel_remote_on_cancel,
+    )
 
 
-def _given(**values: object) -> dict[str, object]:
-    return {name: value for name, value in values.items() if value is not None}
+@flow(
+    name="resume-run",
+    persist_result=False,
+    on_cancellation=[_log_resume_hint],
+    on_crashed=[_log_resume_hint],
+)
+async def resume_run(
+    run_name: str,
+    runs_dir: Path | None = None,
+    base_url: str | None = None,
+    shard: str | None = None,
+    shared_limit_rpm: int | None = None,
+    progress_every: float = DEFAULT_EVERY_SECONDS,
+    cancel_remote_on_cancel: bool = False,
+) -> RunOutcome:
+    """Finish an existing run from its checkpoint alone (the manifest is not read again)."""
+    part = Shard.parse(shard) if shard else None
+    paths = run_paths(runs_dir, run_name, part).require_existing()
+    label = f"{run_name} shard {part}" if part else run_name
+    return await execute_and_report(
+        label,
+        paths,
+        base_url,
+        shared_limit_for(shared_limit_rpm),
+        progress_every,
+        0,
+        cancel_remote_on_cancel,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -65,8 +66,20 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     )
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=90):
+    # Start-up takes 15-40 s on an idle 2-core machine and over 100 s when other suites run
+    # beside it. A harness that fails to start leaves its server process behind: stop it here.
+    before = _child_pids()
+    try:
+        harness = prefect_test_harness(server_startup_timeout=300)
+        harness.__enter__()
+    except BaseException:
+        for pid in _child_pids() - before:
+            os.kill(pid, signal.SIGTERM)
+        raise
+    try:
         yield
+    finally:
+        harness.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session", autouse=True)

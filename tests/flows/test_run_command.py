@@ -20,6 +20,8 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     runner = CliRunner()
     emulator = embedded_emulator().state.emulator
     before = emulator.total_requests
+    chats_before = emulator.request_count("POST", "/v1/chat/completions")
+    prices_before = emulator.request_count("GET", "/v1/models/pricing")
 
     first = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
 
@@ -27,10 +29,14 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     results = tmp_path / "demo" / "results" / "demo.parquet"
     assert f"results: {results}" in first.output.replace("\n", "")
     assert pq.read_table(results).num_rows == 3
-    assert emulator.total_requests == before + 3
+    # Three chat calls, and the one model's price fetched once (the cost ledger needs it).
+    assert emulator.request_count("POST", "/v1/chat/completions") == chats_before + 3
+    assert emulator.request_count("GET", "/v1/models/pricing") == prices_before + 1
+    assert emulator.total_requests == before + 4
+    sent_by_first = emulator.total_requests
 
     second = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
 
     assert second.exit_code == 0, second.output
-    assert emulator.total_requests == before + 3
+    assert emulator.total_requests == sent_by_first  # the second run sends nothing at all
     assert "done 3 (0 new)" in second.output

@@ -1,0 +1,48 @@
+"""Flows for a run that already exists: export its results, report its spend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from relaybatch.flows.run_manifest import run_paths
+from relaybatch.flows.spend import SpendLine, run_spend, total_spend
+from relaybatch.flows.summary import artifact_key
+from relaybatch.tasks import export_outputs
+from relaybatch.tasks.sharding import Shard
+
+
+@flow(name="export-run", persist_result=False)
+async def export_run(run_name: str, runs_dir: Path | None = None, shard: str | None = None) -> list[Path]:
+    """Rebuild a run's results Parquet files from its checkpoint store."""
+    part = Shard.parse(shard) if shard else None
+    paths = run_paths(runs_dir, run_name, part).require_existing()
+    results = export_outputs(paths)
+    await acreate_markdown_artifact(
+        "\n".join(f"- [{path.name}]({path.resolve().as_uri()})" for path in results) or "no results",
+        key=artifact_key("relaybatch", run_name, "outputs"),
+        description=f"results of run {run_name}",
+    )
+    return results
+
+
+@flow(name="cost-report", persist_result=False)
+async def cost_report(
+    run_name: str, runs_dir: Path | None = None, shard: str | None = None
+) -> list[SpendLine]:
+    """Spend by job and model of one run, as table and markdown artifacts (exact decimals)."""
+    part = Shard.parse(shard) if shard else None
+    paths = run_paths(runs_dir, run_name, part).require_existing()
+    lines = run_spend(paths)
+    key = artifact_key("relaybatch", run_name, "costs")
+    await acreate_table_artifact(
+        [{"job": line.job, "model": line.model, "usd": str(line.usd)} for line in lines],
+        key=key,
+        description=f"spend of run {run_name} by job and model (USD)",
+    )
+    await acreate_markdown_artifact(
+        f"Run `{run_name}` spent **{total_spend(lines)} USD** over {len(lines)} job/model pairs.",
+        key=f"{key}-total",
+    )
+    return lines

@@ -1,0 +1,98 @@
+"""The final summary of a run in the Prefect UI: items per state, spend, links to outputs.
+
+Only aggregates go into artifacts (Prefect stores them; Cloud caps request bodies), never item
+contents, request bodies or anything from the environment: no API key can reach them.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    job: str
+    model: str
+    usd: Decimal
+
+
+def artifact_key(*parts: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    text = "-".join(parts).lower()
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text)).strip("-") or "run"
+
+
+def items_per_job_and_state(checkpoints: list[Path]) -> list[dict[str, object]]:
+    """One row per job with a column per state; several checkpoints (shards) add up."""
+    sql = "select job, state, count(*) from items group by job, state"
+    per_job: dict[str, dict[str, int]] = defaultdict(dict)
+    for checkpoint in checkpoints:
+        connection = sqlite3.connect(f"{checkpoint.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            for job, state, count in connection.execute(sql).fetchall():
+                per_job[job][state] = per_job[job].get(state, 0) + count
+        finally:
+            connection.close()
+    states = sorted({state for counts in per_job.values() for state in counts})
+    return [
+        {"job": job, **{state: counts.get(state, 0) for state in states}, "total": sum(counts.values())}
+        for job, counts in sorted(per_job.items())
+    ]
+
+
+def summary_markdown(
+    run_name: str,
+    counts: dict[str, int],
+    spend: list[SpendLine],
+    outputs: list[Path],
+    notes: list[str],
+) -> str:
+    lines = [f"# Run `{run_name}`", "", "## Items", "", "| state | items |", "|---|---|"]
+    lines += [f"| {state} | {count} |" for state, count in sorted(counts.items())]
+    lines += ["", "## Spend (USD)", ""]
+    if spend:
+        lines += ["| job | model | USD |", "|---|---|---|"]
+        lines += [f"| {line.job} | {line.model} | {line.usd} |" for line in spend]
+        lines += [f"| **total** | | **{sum((line.usd for line in spend), Decimal(0))}** |"]
+    else:
+        lines += ["No charges recorded for this run."]
+    lines += ["", "## Outputs", ""]
+    lines += [f"- [{path.name}]({path.resolve().as_uri()})" for path in outputs] or ["- none"]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+async def publish_summary(
+    run_name: str,
+    checkpoints: list[Path],
+    counts: dict[str, int],
+    spend: list[SpendLine],
+    outputs: list[Path],
+    notes: list[str] | None = None,
+) -> None:
+    """Markdown and table artifacts, keyed by run so the UI keeps each run's history."""
+    key = artifact_key("relaybatch", run_name)
+    await acreate_markdown_artifact(
+        summary_markdown(run_name, counts, spend, outputs, notes or []),
+        key=f"{key}-summary",
+        description=f"relaybatch run {run_name}: items, spend and outputs",
+    )
+    await acreate_table_artifact(
+        items_per_job_and_state(checkpoints),
+        key=f"{key}-items",
+        description="items per job and state",
+    )
+    if spend:
+        await acreate_table_artifact(
+            [{"job": line.job, "model": line.model, "usd": str(line.usd)} for line in spend],
+            key=f"{key}-spend",
+            description="spend by job and model (USD, exact decimals)",
+        )

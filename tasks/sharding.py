@@ -1,0 +1,104 @@
+"""Split one manifest's items into N shards that run as separate flow runs, then merge the results.
+
+An item belongs to a shard by a hash of its key, so every process (on any machine) computes the
+same split from the same manifest without coordinating, and an item can never be in two shards:
+nothing is sent twice. Each shard keeps its own checkpoint store under the run folder
+(``<run>/shards/<i>-of-<n>/``): SQLite files are never shared between processes or machines, only
+the folder that holds them is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from relaybatch.errors import UserError
+from relaybatch.runs import RunPaths
+
+_SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 1 <= self.index <= self.count:
+            raise UserError(f"shard {self.index}/{self.count}: need 1 <= index <= count")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"`` -> the second of four shards."""
+        match = _SHARD_TEXT.match(text)
+        if match is None:
+            raise UserError(f"shard {text!r}: write it as INDEX/COUNT, e.g. 1/2")
+        return cls(int(match[1]), int(match[2]))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @property
+    def folder_name(self) -> str:
+        return f"{self.index}-of-{self.count}"
+
+    def contains(self, key: str) -> bool:
+        digest = hashlib.sha256(key.encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def paths(self, run: RunPaths) -> RunPaths:
+        return RunPaths(shards_root(run) / self.folder_name)
+
+
+def shards_root(run: RunPaths) -> Path:
+    return run.root / "shards"
+
+
+def shard_folders(run: RunPaths, count: int) -> list[RunPaths]:
+    """Every shard's folder for a split into ``count``; a missing one is an error naming it."""
+    folders = [Shard(index, count).paths(run) for index in range(1, count + 1)]
+    missing = [str(folder.root) for folder in folders if not folder.checkpoint.exists()]
+    if missing:
+        raise UserError(f"cannot merge {run.root.name}: shards not run yet: {', '.join(missing)}")
+    return folders
+
+
+def shard_count_on_disk(run: RunPaths) -> int:
+    """The split the run's shard folders were made with; exactly one split may be present."""
+    counts = {
+        int(match[1])
+        for folder in (shards_root(run).iterdir() if shards_root(run).is_dir() else [])
+        if (match := re.fullmatch(r"\d+-of-(\d+)", folder.name))
+    }
+    if not counts:
+        raise UserError(f"no shards under {shards_root(run)}: run `relaybatch run FILE --shard 1/N` first")
+    if len(counts) > 1:
+        raise UserError(
+            f"{shards_root(run)} holds shards of different splits ({sorted(counts)}); pass --shards N"
+        )
+    return counts.pop()
+
+
+def merge_shard_results(run: RunPaths, count: int) -> list[Path]:
+    """Concatenate every shard's results per job into the run's own results folder."""
+    from relaybatch.engine import write_parquet_atomically
+
+    per_job: dict[str, list[pa.Table]] = {}
+    for folder in shard_folders(run, count):
+        for path in sorted(folder.results.glob("*.parquet")):
+            per_job.setdefault(path.stem, []).append(pq.read_table(path))
+    merged = []
+    for job, tables in sorted(per_job.items()):
+        # A column all-null in one shard has type null there; promotion unifies the schemas.
+        table = pa.concat_tables(tables, promote_options="default")
+        path = run.results / f"{job}.parquet"
+        write_parquet_atomically(table, path)
+        merged.append(path)
+    return merged

@@ -1,0 +1,78 @@
+"""Deployments and cron schedules come from configs/deployments.yaml and register on a work pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from relaybatch.flows.deployments import DEFAULT_CONFIG, load_deployments, runner_deployments
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_file_loads_with_cron_schedules() -> None:
+    config = load_deployments(DEFAULT_CONFIG)
+
+    crons = {spec.name: spec.cron for spec in config.deployments}
+    assert crons["nightly-demo"] == "0 2 * * *"
+    assert crons["weekly-cost-report"] == "0 7 * * 1"
+    assert config.work_pool == "relaybatch-local"
+
+
+async def test_deployment_objects_carry_schedules_and_absolute_paths() -> None:
+    deployments = await runner_deployments(load_deployments(DEFAULT_CONFIG), base=REPO_ROOT)
+
+    nightly = next(d for d in deployments if d.name == "nightly-demo")
+    assert nightly.entrypoint == "relaybatch.flows.run_manifest.run_manifest"
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]  # type: ignore[union-attr]
+    assert nightly.parameters["manifest"] == str(REPO_ROOT / "configs" / "demo.csv")
+    shard = next(d for d in deployments if d.name == "nightly-shard")
+    assert shard.schedules == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("deployments:\n  - {name: a, flow: nope}\n", "unknown flow 'nope'"),
+        ("deployments:\n  - {name: a, flow: run-manifest, cron: 'every day'}\n", "cron"),
+        ("deployments:\n  - {name: a, flow: run-manifest, colour: red}\n", "colour"),
+        ("deployments:\n  - {name: a, flow: cost-report}\n  - {name: a, flow: cost-report}\n", "twice: a"),
+        ("deployments: [", "not valid YAML"),
+    ],
+)
+def test_a_bad_deployments_file_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "deployments.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message) as error:
+        load_deployments(path)
+    assert str(path) in str(error.value)
+
+
+def test_deploy_without_a_server_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    result = CliRunner().invoke(app, ["deploy"])
+    assert result.exit_code == 1
+    assert "prefect server start" in result.output
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_deploy_registers_every_deployment_with_its_schedule_on_the_pool() -> None:
+    from prefect import get_client
+
+    result = CliRunner().invoke(app, ["deploy", "--pool", "relaybatch-test-pool"])
+
+    assert result.exit_code == 0, result.output
+    assert "deployed: run-manifest/nightly-demo (work pool relaybatch-test-pool)" in result.output
+    with get_client(sync_client=True) as client:
+        pool = client.read_work_pool("relaybatch-test-pool")
+        nightly = client.read_deployment_by_name("run-manifest/nightly-demo")
+        report = client.read_deployment_by_name("cost-report/weekly-cost-report")
+    assert pool.type == "process"
+    assert nightly.work_pool_name == "relaybatch-test-pool"
+    assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]  # type: ignore[union-attr]
+    assert [s.schedule.cron for s in report.schedules] == ["0 7 * * 1"]  # type: ignore[union-attr]
+    assert nightly.job_variables == {"working_dir": str(Path.cwd().resolve())}

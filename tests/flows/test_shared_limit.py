@@ -1,0 +1,139 @@
+"""The shared limit: block leasing, staleness, sizing, and the real Prefect global limit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from relaybatch.errors import UserError
+from relaybatch.shared_limit import SharedLimit, SharedLimiter, ensure_shared_limit, prefect_lease
+
+
+class FakeLease:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    async def __call__(self, tokens: int) -> None:
+        self.calls.append(tokens)
+
+
+class RecordingLocal:
+    def __init__(self) -> None:
+        self.acquired: list[str] = []
+        self.observed: list[int] = []
+
+    async def acquire(self, purpose: Any = "submit") -> None:
+        self.acquired.append(purpose)
+
+    def observe(self, status: int, headers: Mapping[str, str], rate_limit: Any = None) -> None:
+        self.observed.append(status)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sizes_follow_the_rate() -> None:
+    limit = SharedLimit(rpm=1200)
+    assert limit.block_size == 20  # about one second of the whole limit per lease
+    assert limit.burst_size == 40
+    # burst + 60 s of refill never exceed the per-minute limit (the gateway's sliding window)
+    assert limit.burst_size + 60 * limit.decay_per_second == pytest.approx(1200)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"rpm": 0}, "rpm must be a positive"),
+        ({"rpm": 600, "block": 0}, "block must be positive"),
+        ({"rpm": 600, "block": 10, "burst": 5}, "smaller than the block"),
+        ({"rpm": 60, "burst": 60}, "leaves no room"),
+    ],
+)
+def test_bad_sizes_are_user_errors(values: dict[str, int], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        SharedLimit(**values)  # type: ignore[arg-type]
+
+
+async def test_one_lease_per_block_and_every_request_passes_the_local_limiter() -> None:
+    lease, local = FakeLease(), RecordingLocal()
+    limiter = SharedLimiter(SharedLimit(rpm=600, block=5), lease, local=local)
+
+    for _ in range(12):
+        await limiter.acquire("submit")
+    await limiter.acquire("poll")
+
+    assert lease.calls == [5, 5, 5]
+    assert limiter.tokens_held == 2
+    assert local.acquired == ["submit"] * 12 + ["poll"]
+    limiter.observe(429, {"retry-after": "1"})
+    assert local.observed == [429]
+
+
+async def test_tokens_held_too_long_are_dropped_not_spent_later() -> None:
+    lease, clock = FakeLease(), FakeClock()
+    limit = SharedLimit(rpm=600, block=5)
+    limiter = SharedLimiter(limit, lease, clock=clock)
+
+    await limiter.acquire()
+    clock.now += limit.token_ttl + 0.1
+    await limiter.acquire()
+
+    assert lease.calls == [5, 5]
+    assert limiter.tokens_dropped == 4
+
+
+async def test_concurrent_waiters_share_one_lease() -> None:
+    gate = asyncio.Event()
+    calls: list[int] = []
+
+    async def slow_lease(tokens: int) -> None:
+        calls.append(tokens)
+        await gate.wait()
+
+    limiter = SharedLimiter(SharedLimit(rpm=600, block=4), slow_lease)
+    waiters = [asyncio.create_task(limiter.acquire()) for _ in range(4)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(*waiters)
+
+    assert calls == [4]
+    assert limiter.tokens_held == 0
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_a_missing_global_limit_fails_loudly() -> None:
+    lease = prefect_lease(SharedLimit(rpm=600, name="relaybatch-test-never-created"))
+    with pytest.raises(UserError, match="does not exist"):
+        await lease(1)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+async def test_two_limiters_on_one_global_limit_never_get_more_than_it_allows() -> None:
+    """Two limiters (as two processes would) draw from one Prefect limit: what both got together
+    stays within the bucket's burst plus its refill over the elapsed time."""
+    limit = SharedLimit(rpm=1200, name="relaybatch-test-shared")
+    await ensure_shared_limit(limit)
+    await ensure_shared_limit(limit)  # idempotent: a second run of the same setup changes nothing
+    first = SharedLimiter(limit, prefect_lease(limit))
+    second = SharedLimiter(limit, prefect_lease(limit))
+    started = time.monotonic()
+
+    async def take(limiter: SharedLimiter, count: int) -> None:
+        for _ in range(count):
+            await limiter.acquire()
+
+    await asyncio.gather(take(first, 50), take(second, 50))
+    elapsed = time.monotonic() - started
+
+    leased = first.tokens_leased + second.tokens_leased
+    assert first.leases >= 2 and second.leases >= 2  # both really drew from the shared bucket
+    assert leased <= limit.burst_size + limit.decay_per_second * elapsed + limit.block_size
