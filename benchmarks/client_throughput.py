@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,10 +113,12 @@ def _transport(kind: str, in_flight: int) -> httpx.AsyncBaseTransport:
     return httpx.AsyncHTTPTransport(limits=limits)
 
 
-async def measure(
-    base_url: str, kind: str, in_flight: int, total: int, raw: bool
-) -> tuple[float, float, int]:
-    """(requests per second, client CPU ms per request, failed requests) for ``total`` chat calls,
+# requests per second, client CPU ms per request, failures by kind ("OutcomeUnknown(BrokenResponse)")
+Measurement = tuple[float, float, Counter[str]]
+
+
+async def measure(base_url: str, kind: str, in_flight: int, total: int, raw: bool) -> Measurement:
+    """(requests per second, client CPU ms per request, failures by kind) for ``total`` chat calls,
     ``in_flight`` at a time. A failed request still counts in the rate: it was a round trip.
 
     ``raw`` sends the same POST through a bare ``httpx.AsyncClient`` on the same transport, to
@@ -140,7 +143,7 @@ async def measure(
                 await client.chat_completions(REQUEST)
 
         await asyncio.gather(*(one() for _ in range(min(in_flight, 32))))  # warm the connections
-        remaining, failures = total, 0
+        remaining, failures = total, Counter[str]()
 
         async def worker() -> None:
             nonlocal remaining, failures
@@ -148,8 +151,9 @@ async def measure(
                 remaining -= 1
                 try:
                     await one()
-                except (GatewayError, httpx.HTTPError):
-                    failures += 1
+                except (GatewayError, httpx.HTTPError) as error:
+                    cause = getattr(error, "cause", None)
+                    failures[type(error).__name__ + (f"({type(cause).__name__})" if cause else "")] += 1
 
         started, cpu_started = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(in_flight)))
@@ -194,8 +198,10 @@ def main() -> None:
                 for in_flight in args.concurrency:
                     rate, cpu_ms, failed = asyncio.run(measure(base_url, kind, in_flight, args.requests, raw))
                     line = f"{label:<22} {in_flight:>9} {rate:>8,.0f} {rate / target:>9.2f}x "
-                    line += f"{cpu_ms:>18.2f} {failed:>7}"
+                    line += f"{cpu_ms:>18.2f} {sum(failed.values()):>7}"
                     print(line, flush=True)
+                    if failed:
+                        print(f"{'':<22} failures: {dict(failed)}", flush=True)
 
 
 if __name__ == "__main__":
