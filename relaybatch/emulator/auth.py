@@ -12,9 +12,9 @@ its flat envelope); the messages route without the version header is 400.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -31,20 +31,53 @@ KEY_HEADERS = {
 }
 
 
-def _bearer(headers: Headers) -> str | None:
-    scheme, _, key = headers.get("authorization", "").partition(" ")
-    return key.strip() or None if scheme.lower() == "bearer" else None
+@dataclass(slots=True)
+class PresentedKeys:
+    """What a request carries in the auth headers, read once per request."""
+
+    bearer: str | None = None
+    x_api_key: str | None = None
+    goog: str | None = None
+    anthropic_version: str | None = None
+
+    def any_key(self) -> str | None:
+        return self.bearer or self.x_api_key or self.goog
 
 
-def key_for_scheme(headers: Headers, scheme: Scheme) -> str | None:
+def read_presented(raw_headers: list[tuple[bytes, bytes]]) -> PresentedKeys:
+    """One pass over the raw ASGI headers (cheaper than a Headers object asked four times)."""
+    found = PresentedKeys()
+    for raw_name, raw_value in raw_headers:
+        name = raw_name.lower()
+        if name == b"authorization":
+            scheme, _, value = raw_value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and value.strip():
+                found.bearer = value.strip()
+        elif name == b"x-api-key":
+            found.x_api_key = raw_value.decode("latin-1") or None
+        elif name == b"x-goog-api-key":
+            found.goog = raw_value.decode("latin-1") or None
+        elif name == b"anthropic-version":
+            found.anthropic_version = raw_value.decode("latin-1")
+    return found
+
+
+def presented_keys(request: Request) -> PresentedKeys:
+    """The request's keys: as the gateway middleware read them, or read now."""
+    state = request.scope.get("state") or {}
+    presented = state.get("presented_keys")
+    return presented if isinstance(presented, PresentedKeys) else read_presented(request.scope["headers"])
+
+
+def key_for_scheme(presented: PresentedKeys, scheme: Scheme) -> str | None:
     """The key the request presents in the header(s) this scheme reads."""
     if scheme == "bearer":
-        return _bearer(headers)
+        return presented.bearer
     if scheme == "anthropic":
-        return headers.get("x-api-key") or None
+        return presented.x_api_key
     if scheme == "goog":
-        return headers.get("x-goog-api-key") or None
-    return _bearer(headers) or headers.get("x-api-key") or None
+        return presented.goog
+    return presented.bearer or presented.x_api_key
 
 
 def default_shape(scheme: Scheme) -> ErrorShape:
@@ -55,7 +88,8 @@ def authenticate(request: Request, scheme: Scheme, *, shape: ErrorShape | None =
     """The caller's account, or the error response to return as is."""
     state: EmulatorState = request.app.state.emulator
     shape = shape or default_shape(scheme)
-    key = key_for_scheme(request.headers, scheme)
+    presented = presented_keys(request)
+    key = key_for_scheme(presented, scheme)
     if key is None:
         return shaped_error(shape, 401, f"missing API key: send it as {KEY_HEADERS[scheme]}")
     if key in state.revoked_keys:
@@ -66,7 +100,7 @@ def authenticate(request: Request, scheme: Scheme, *, shape: ErrorShape | None =
     if account is None:
         return shaped_error(shape, 401, "invalid API key")
     if scheme == "anthropic":
-        version = request.headers.get("anthropic-version")
+        version = presented.anthropic_version
         if version != ANTHROPIC_VERSION:
             found = f"'{version}'" if version else "missing"
             return shaped_error(

@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from relaybatch.emulator.auth import read_presented
 from relaybatch.emulator.errors import ErrorShape, error_response, shape_for_path, shaped_error
 from relaybatch.emulator.faults import FAULT_HEADER, DroppedConnection, Fault, FaultSyntaxError
 from relaybatch.emulator.ratelimit import WindowReport, rate_limit_body
@@ -51,26 +52,11 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 _FAULT_HEADER_BYTES = FAULT_HEADER.encode()
 
 
-def _key_and_fault(scope: Scope) -> tuple[str | None, str | None]:
-    """The API key in any auth header (to rate-limit before the route runs) and the fault header.
-
-    One pass over the raw headers: this runs on every request, and building a Headers object
-    and asking it four times costs more than the route's own work.
-    """
-    bearer = x_api_key = goog = fault = None
+def _fault_header(scope: Scope) -> str | None:
     for raw_name, raw_value in scope["headers"]:
-        name = raw_name.lower()
-        if name == b"authorization":
-            scheme, _, value = raw_value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and value.strip():
-                bearer = value.strip()
-        elif name == b"x-api-key":
-            x_api_key = raw_value.decode("latin-1") or None
-        elif name == b"x-goog-api-key":
-            goog = raw_value.decode("latin-1") or None
-        elif name == _FAULT_HEADER_BYTES:
-            fault = raw_value.decode("latin-1")
-    return bearer or x_api_key or goog, fault
+        if raw_name.lower() == _FAULT_HEADER_BYTES:
+            return str(raw_value.decode("latin-1"))
+    return None
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
@@ -103,9 +89,11 @@ class GatewayMiddleware:
         state: EmulatorState = scope["app"].state.emulator
         body = await _read_body(receive)
         body_hash = hash_body(body)
-        scope.setdefault("state", {})["body_hash"] = body_hash
-        key, fault_header = _key_and_fault(scope)
-        account = self._account(state, key)
+        presented = read_presented(scope["headers"])
+        request_state = scope.setdefault("state", {})
+        request_state["body_hash"] = body_hash
+        request_state["presented_keys"] = presented  # authenticate() reuses it
+        account = self._account(state, presented.any_key())
         state.record_request(scope["method"], scope["path"], body_hash, account.name if account else None)
 
         window: WindowReport | None = None
@@ -120,7 +108,7 @@ class GatewayMiddleware:
             return
 
         try:
-            fault = state.faults.pick(fault_header, scope["path"])
+            fault = state.faults.pick(_fault_header(scope), scope["path"])
         except FaultSyntaxError as error:
             await _error(ErrorShape.STANDARD, 400, f"{FAULT_HEADER}: {error}")(scope, receive, send)
             return
