@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from relaybatch.engine.kinds import CALLS, Finished, KindNotAvailable, Submitted
 from relaybatch.engine.media import MediaFiles
@@ -30,6 +30,7 @@ from relaybatch.engine.outcomes import (
 )
 from relaybatch.engine.poller import Poller, PollSettings
 from relaybatch.engine.progress import ProgressReporter, Snapshot
+from relaybatch.engine.resume import UncertainPolicy, mark_interrupted_sends, prepare_resume
 from relaybatch.engine.spend import BilledCall, SpendGuard
 from relaybatch.engine.states import (
     DONE,
@@ -45,12 +46,10 @@ from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_tex
 from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import GatewayClient, GatewayError, UnexpectedResponse
 
-UncertainPolicy = Literal["report", "resend"]
 Hook = Callable[[str, str], None]
 """Called as hook(point, item_key) at each step; points: sending_committed, answered,
 result_committed, poll_sending, poll_answered, poll_committed. Tests raise from it to crash."""
 
-INTERRUPTED_MESSAGE = "interrupted between send and answer: it may have been billed, so it was not resent"
 USER_STOP_MESSAGE = "stopped on request: submitted work was checkpointed; run the manifest again to resume"
 
 
@@ -78,33 +77,6 @@ class RunSummary:
     @property
     def uncertain(self) -> int:
         return self.counts.get(UNCERTAIN, 0)
-
-
-def mark_interrupted_sends(store: CheckpointStore, policy: UncertainPolicy = "report") -> int:
-    """Items left in ``sending`` by a crash may have been billed: report them, or resend by policy."""
-    keys = store.keys_in_state(SENDING)
-    if policy == "resend":
-        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
-    else:
-        store.apply(
-            [Change(key, UNCERTAIN, {"last_error": INTERRUPTED_MESSAGE}, INTERRUPTED_MESSAGE) for key in keys]
-        )
-    return len(keys)
-
-
-def _prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
-    mark_interrupted_sends(store, policy)
-    if policy == "resend":
-        keys = store.keys_in_state(UNCERTAIN)
-        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
-    # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
-    retry = [
-        row[0]
-        for row in store.db.execute("select key from items where state = ? and retryable = 1", [FAILED])
-    ]
-    store.apply(
-        [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
-    )
 
 
 class Execution:
@@ -401,7 +373,7 @@ async def execute(
     stored_policy = store.run_settings().get("uncertain_policy")
     if settings.uncertain_policy == "report" and stored_policy == "resend":
         settings = EngineSettings(**{**settings.__dict__, "uncertain_policy": "resend"})
-    _prepare_resume(store, settings.uncertain_policy)
+    prepare_resume(store, settings.uncertain_policy)
     execution = Execution(
         store, client, settings, limiter=limiter, spend=spend, stop=stop, hook=hook, progress=progress
     )

@@ -1,0 +1,45 @@
+"""Getting a store ready to resume: what a crash or an earlier stop left behind.
+
+Items left in ``sending`` may have been billed: by default they become ``uncertain`` (never resent
+blindly; ``relaybatch status`` lists them); the ``resend`` policy sends them again. Items that
+failed on retryable errors after their attempts ran out get a fresh count. Submitted remote work
+is not touched here: the poller picks it up (poller.load_remote_work).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from relaybatch.engine.states import FAILED, PENDING, SENDING, UNCERTAIN
+from relaybatch.engine.store import Change, CheckpointStore
+
+UncertainPolicy = Literal["report", "resend"]
+
+INTERRUPTED_MESSAGE = "interrupted between send and answer: it may have been billed, so it was not resent"
+
+
+def mark_interrupted_sends(store: CheckpointStore, policy: UncertainPolicy = "report") -> int:
+    """Items left in ``sending`` by a crash may have been billed: report them, or resend by policy."""
+    keys = store.keys_in_state(SENDING)
+    if policy == "resend":
+        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
+    else:
+        store.apply(
+            [Change(key, UNCERTAIN, {"last_error": INTERRUPTED_MESSAGE}, INTERRUPTED_MESSAGE) for key in keys]
+        )
+    return len(keys)
+
+
+def prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
+    mark_interrupted_sends(store, policy)
+    if policy == "resend":
+        keys = store.keys_in_state(UNCERTAIN)
+        store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
+    # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
+    retry = [
+        row[0]
+        for row in store.db.execute("select key from items where state = ? and retryable = 1", [FAILED])
+    ]
+    store.apply(
+        [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
+    )
