@@ -125,8 +125,11 @@ async def work(args: argparse.Namespace) -> None:
     request = {"model": "relay-chat-small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     async with GatewayClient(args.base_url, SecretStr(DEMO_KEY)) as warm_up:
         await warm_up.list_models()  # imports and connections ready before the clock starts
-    await asyncio.sleep(max(0.0, args.start_at - time.time()))
-    stop_at = args.start_at + args.seconds
+    # Start together: on a loaded machine the two imports can finish tens of seconds apart.
+    Path(f"{args.output}.ready").touch()
+    while len(list(Path(args.output).parent.glob("*.ready"))) < 2:
+        await asyncio.sleep(0.05)
+    stop_at = time.time() + args.seconds
     async with GatewayClient(args.base_url, SecretStr(DEMO_KEY), limiter=recording) as client:
 
         async def sender() -> None:
@@ -188,11 +191,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         wait_healthy(f"{api_url}/health", 300)
         wait_healthy(f"http://127.0.0.1:{emulator_port}/v1/models", 30)
         print(f"prefect server + emulator healthy after {time.monotonic() - began:.1f} s", flush=True)
-        start_at = time.time() + 40  # both workers import Prefect and warm up first
         outputs = [scratch / f"worker-{n}.json" for n in (1, 2)]
         worker_command = [
             *(PYTHON, __file__, "worker", "--rpm", str(args.rpm), "--seconds", str(args.seconds)),
-            *("--start-at", str(start_at), "--base-url", f"http://127.0.0.1:{emulator_port}"),
+            *("--base-url", f"http://127.0.0.1:{emulator_port}"),
             *("--limit-name", args.limit_name, "--concurrency", str(args.concurrency)),
             *(["--block", str(args.block)] if args.block else []),
             *(["--burst", str(args.burst)] if args.burst else []),
@@ -245,7 +247,6 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--limit-name", default="bench-shared-limit")
-    parser.add_argument("--start-at", type=float, default=0.0)
     parser.add_argument("--base-url", default="")
     parser.add_argument("--output", default="")
     args = parser.parse_args()
