@@ -92,6 +92,7 @@ class GatewayMiddleware:
         presented = read_presented(scope["headers"])
         request_state = scope.setdefault("state", {})
         request_state["body_hash"] = body_hash
+        request_state["body"] = body  # request_body() hands it to routes without re-reading
         request_state["presented_keys"] = presented  # authenticate() reuses it
         account = self._account(state, presented.any_key())
         state.record_request(scope["method"], scope["path"], body_hash, account.name if account else None)

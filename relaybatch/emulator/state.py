@@ -84,6 +84,12 @@ def hash_body(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+async def request_body(request: Request) -> bytes:
+    """The request body: as the middleware already read it, or read now."""
+    body = request.scope.get("state", {}).get("body")
+    return body if isinstance(body, bytes) else await request.body()
+
+
 def request_body_hash(request: Request) -> str:
     """The sha256 of the request body, as the middleware computed it for the request log."""
     return str(request.scope.get("state", {}).get("body_hash") or hash_body(b""))

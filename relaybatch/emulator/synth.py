@@ -18,7 +18,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from relaybatch.emulator import fast_json
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.config import ModelConfig
 
@@ -124,10 +123,14 @@ def prompt_tokens(request: ChatRequest) -> int:
 
 
 def request_digest(request: ChatRequest) -> str:
-    canonical = fast_json.dumps(
-        [request.model, [[t.role, t.text] for t in request.turns], [t.name for t in request.tools]]
-    )
-    return hashlib.sha256(canonical).hexdigest()
+    """A hash of what decides the answer (model, turns, tool names), not of the raw body, so a
+    streamed and a plain call, or the same request through a converter, get the same answer."""
+    digest = hashlib.blake2b(request.model.encode(), digest_size=32)
+    for turn in request.turns:
+        digest.update(b"\x00" + turn.role.encode() + b"\x01" + turn.text.encode())
+    for tool in request.tools:
+        digest.update(b"\x02" + tool.name.encode())
+    return digest.hexdigest()
 
 
 def _answer_text(request: ChatRequest, digest: str) -> str:

@@ -26,7 +26,7 @@ from relaybatch.emulator.converters import Format, family_mismatch, project_coun
 from relaybatch.emulator.errors import ErrorShape, shaped_error
 from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.parsing import BadRequest, json_object, optional_bool
-from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
+from relaybatch.emulator.state import Account, EmulatorState, request_body, request_body_hash
 from relaybatch.emulator.streaming import frames_response
 from relaybatch.emulator.synth import ChatRequest, Reply, request_digest, synthesize
 
@@ -120,7 +120,7 @@ async def handle_text(
     if isinstance(account, Response):
         return account
     try:
-        body = json_object(await request.body())
+        body = json_object(await request_body(request))
         refusal = _refusal_before_parse(fmt, body, converter)
         if refusal:
             raise BadRequest(refusal)
