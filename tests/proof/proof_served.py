@@ -23,6 +23,7 @@ import uvicorn
 import yaml
 
 from relaybatch.emulator import EmulatorConfig, EmulatorState, create_app
+from relaybatch.emulator.state import hash_body
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO_ROOT / "configs" / "emulator.yaml"
@@ -51,10 +52,11 @@ def config_with(
     faults: dict[str, Any] | None = None,
     rate_limit_rpm: int | None = None,
     balance_usd: str | None = None,
+    media: dict[str, Any] | None = None,
 ) -> EmulatorConfig:
     """The shipped catalog with fast media, and the demo account changed as asked."""
     data = copy.deepcopy(shipped_config_data())
-    data["media"] = {**(data.get("media") or {}), **FAST_MEDIA}
+    data["media"] = {**(data.get("media") or {}), **FAST_MEDIA, **(media or {})}
     demo = next(account for account in data["accounts"] if account["name"] == "demo")
     if demo_key is not None:
         demo["api_keys"] = [demo_key]
@@ -75,18 +77,76 @@ def free_port() -> int:
 
 
 @dataclass(frozen=True)
+class Exchange:
+    """One request as the wire saw it, and the status answered (0: the connection was broken)."""
+
+    method: str
+    target: str  # path and query string
+    body_hash: str
+    status: int
+
+
+class WireRecorder:
+    """ASGI wrapper that records every public request and the status it got, in arrival order."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.exchanges: list[Exchange] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/_emulator/"):
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Any:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        status = 0
+
+        async def watch(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope["path"] + (f"?{query}" if query else "")
+        try:
+            await self.app(scope, replay, watch)
+        except Exception:
+            status = 0  # a dropped connection: the client saw no answer
+            raise
+        finally:
+            self.exchanges.append(Exchange(scope["method"], target, hash_body(body), status))
+
+
+@dataclass(frozen=True)
 class Served:
     url: str
     state: EmulatorState
+    recorder: WireRecorder
 
 
 @contextmanager
 def served_emulator(config: EmulatorConfig) -> Iterator[Served]:
     """Serve an emulator app until the block ends; the server thread is always joined."""
     app = create_app(config)
+    recorder = WireRecorder(app)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical", lifespan="off")
+        uvicorn.Config(recorder, host="127.0.0.1", port=port, log_level="critical", lifespan="off")
     )
     thread = threading.Thread(target=server.run, name=f"emulator-{port}", daemon=True)
     thread.start()
@@ -98,7 +158,7 @@ def served_emulator(config: EmulatorConfig) -> Iterator[Served]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
     try:
-        yield Served(f"http://127.0.0.1:{port}", app.state.emulator)
+        yield Served(f"http://127.0.0.1:{port}", app.state.emulator, recorder)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
