@@ -145,3 +145,11 @@ def test_type_decides_only_when_status_does_not() -> None:
 def test_every_class_is_a_gateway_error() -> None:
     for cls in (BadRequest, Conflict, RateLimited, Overloaded, ServerError, InvalidRequest):
         assert issubclass(cls, GatewayError)
+
+
+async def test_responses_converter_refuses_stateful_requests(make_client: ClientFactory) -> None:
+    request = {"model": "relay-claude-haiku", "input": "and then?", "previous_response_id": "resp_1"}
+    async with make_client() as client:
+        with pytest.raises(BadRequest) as caught:
+            await client.responses(request, converter=True)
+    assert caught.value.error_type == "invalid_request_error"
