@@ -62,7 +62,9 @@ def bar_chart(
         marks.append(
             f'<text x="8" y="{y + 15}">{escape(label[:34])}</text>'
             f'<rect class="bar" x="{LABEL_WIDTH}" y="{y}" width="{_number(width)}" height="{BAR_HEIGHT}" '
-            f'fill="{PALETTE[index % len(PALETTE)]}" data-label="{escape(label)}" data-value="{value}"/>'
+            f'fill="{PALETTE[index % len(PALETTE)]}" data-label="{escape(label)}" data-value="{value}">'
+            # The label may be cut short on the left; the tooltip always has it whole.
+            f"<title>{escape(label)}: {escape(shown)}</title></rect>"
             f'<text x="{_number(LABEL_WIDTH + width + 6)}" y="{y + 15}">{escape(shown)}</text>'
         )
     return (
