@@ -122,13 +122,15 @@ def run(
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again."""
     from relaybatch.manifests import load_items
-    from relaybatch.tasks.sharding import Shard
 
     load_items(manifest)  # validate before Prefect starts, so bad input fails fast and cleanly
+    _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
+    import asyncio
+
+    from relaybatch.tasks.sharding import Shard
+
     if shard is not None:
         Shard.parse(shard)
-    _quiet_prefect()
-    import asyncio
 
     from relaybatch.flows import run_manifest
 
@@ -304,12 +306,12 @@ def deploy(
     ] = None,
 ) -> None:
     """Register the scheduled deployments of configs/deployments.yaml on a work pool."""
+    _quiet_prefect()
     import asyncio
 
     from relaybatch.flows.deployments import load_deployments, register_deployments
 
     deployments = load_deployments(config)
-    _quiet_prefect()
     url = _prefect_server_url()
     names = asyncio.run(register_deployments(deployments, work_pool=pool))
     work_pool = pool or deployments.work_pool
@@ -322,6 +324,7 @@ def deploy(
 @reports_user_errors
 def serve(config: DeploymentsOption = None) -> None:
     """Register the deployments of configs/deployments.yaml and run them from this process."""
+    _quiet_prefect()
     import asyncio
 
     from prefect import serve as prefect_serve
@@ -329,7 +332,6 @@ def serve(config: DeploymentsOption = None) -> None:
     from relaybatch.flows.deployments import load_deployments, runner_deployments
 
     specs = load_deployments(config)
-    _quiet_prefect()
     url = _prefect_server_url()
     deployments = asyncio.run(runner_deployments(specs))
     console.print(f"serving {len(deployments)} deployments on {url}; Ctrl-C stops")

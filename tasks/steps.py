@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -107,6 +109,53 @@ def _budgets(saved: dict[str, Any]) -> Any:
     return Budgets(run_usd=None if run_usd is None else Decimal(run_usd), job_usd=jobs or None)
 
 
+class _Termination:
+    """Whether SIGTERM arrived during execute, and the handler it was meant for."""
+
+    def __init__(self, previous: Any) -> None:
+        self.received = False
+        self.previous = previous
+
+    def pass_on(self) -> None:
+        """Deliver the held-back SIGTERM to Prefect's handler now that the engine has stopped."""
+        if self.received and callable(self.previous):
+            self.previous(signal.SIGTERM, None)
+
+
+@contextlib.contextmanager
+def graceful_sigterm(stop: asyncio.Event, work: asyncio.Future[Any]) -> Iterator[_Termination]:
+    """Hold back SIGTERM while the engine stops cleanly.
+
+    Cancelling a deployment's flow run makes the runner send SIGTERM; Prefect's handler raises
+    in the middle of the event loop, so requests in flight would end with no answer recorded and
+    their items would be reported uncertain. Here SIGTERM sets the engine's stop event instead
+    (no new submissions, requests in flight finish and are checkpointed, remote videos cancelled
+    when asked); once the engine returns, or after STOP_GRACE_SECONDS, Prefect's own handler
+    gets the signal and cancels the flow run as usual. Outside the main thread (no signals) this
+    does nothing.
+    """
+    loop = asyncio.get_running_loop()
+    termination = _Termination(signal.getsignal(signal.SIGTERM))
+
+    def on_sigterm() -> None:
+        termination.received = True
+        stop.set()
+        loop.call_later(STOP_GRACE_SECONDS, work.cancel)
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (RuntimeError, ValueError, NotImplementedError):
+        yield _Termination(None)
+        return
+    try:
+        yield termination
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        # remove_signal_handler leaves the default action; Prefect's handler goes back.
+        previous = termination.previous
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
 @task(name="execute", persist_result=False, cache_policy=NO_CACHE, retries=0)
 async def execute_items(
     paths: RunPaths,
@@ -140,16 +189,18 @@ async def execute_items(
                     stop=stop,
                 )
             )
-            try:
-                summary = await asyncio.shield(work)
-            except asyncio.CancelledError:
-                # Cancelled (from the UI, or Ctrl-C): stop submitting, let the requests in flight
-                # finish and be checkpointed, then let the cancellation go on.
-                stop.set()
-                with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(work), STOP_GRACE_SECONDS)
-                work.cancel()
-                raise
+            with graceful_sigterm(stop, work) as terminated:
+                try:
+                    summary = await asyncio.shield(work)
+                except asyncio.CancelledError:
+                    # Cancelled: stop submitting, let the requests in flight finish and be
+                    # checkpointed, then let the cancellation go on.
+                    stop.set()
+                    with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(work), STOP_GRACE_SECONDS)
+                    work.cancel()
+                    raise
+            terminated.pass_on()
         return ExecuteResult(summary.counts, summary.stopped, summary.spent_usd)
     finally:
         store.close()
