@@ -184,7 +184,7 @@ class Poller:
         except NotFound as error:
             reason = f"the gateway no longer knows {entry.remote_id}: {error}"
             await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_text()}, reason))
-            execution._count(entry.kind, FAILED)
+            execution.count_finished(entry.kind, FAILED)
             return
         except KindNotAvailable as error:
             await write(Change(entry.key, FAILED, {"last_error": str(error)}, str(error)))
@@ -220,7 +220,7 @@ class Poller:
         if error:
             fields["last_error"] = error
         await self.execution.writer.write(Change(entry.key, state, fields, error))
-        self.execution._count(entry.kind, state)
+        self.execution.count_finished(entry.kind, state)
 
     async def _poll_error(self, entry: _Due, error: Exception) -> None:
         """Polls are free: try again later. After many failures in a row, leave the item (still
@@ -247,6 +247,6 @@ class Poller:
                 continue
             fields = {"last_error": REMOTE_CANCELLED_MESSAGE, "finished_at": now_text()}
             await self.execution.writer.write(Change(entry.key, CANCELLED, fields, REMOTE_CANCELLED_MESSAGE))
-            self.execution._count(entry.kind, CANCELLED)
+            self.execution.count_finished(entry.kind, CANCELLED)
             cancelled += 1
         return cancelled

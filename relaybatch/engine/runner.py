@@ -250,7 +250,7 @@ class Execution:
                 "cost_usd": cost,
             }
             await self.writer.write(Change(row.key, DONE, fields))
-            self._count(row.kind, DONE)
+            self.count_finished(row.kind, DONE)
         else:
             assert isinstance(outcome, Submitted)
             fields = {
@@ -272,13 +272,13 @@ class Execution:
             await self.writer.write(
                 Change(row.key, UNCERTAIN, {"last_error": reason, "cost_usd": cost}, reason)
             )
-            self._count(row.kind, UNCERTAIN)
+            self.count_finished(row.kind, UNCERTAIN)
             return
         if isinstance(error, UnexpectedResponse):
             # Answered with success, so billed, but unreadable: charged and failed, never resent.
             cost = self._settle(call, None)
             await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
-            self._count(row.kind, FAILED)
+            self.count_finished(row.kind, FAILED)
             return
         self._release(call)
         if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
@@ -308,7 +308,7 @@ class Execution:
             reason = f"gave up after {attempt} attempts: {reason}"
         fields = {"last_error": reason, "retryable": 1 if retryable else None}
         await self.writer.write(Change(row.key, FAILED, fields, reason))
-        self._count(row.kind, FAILED)
+        self.count_finished(row.kind, FAILED)
 
     # -- spend seam --------------------------------------------------------------------------
 
@@ -327,7 +327,7 @@ class Execution:
 
     # -- progress ----------------------------------------------------------------------------
 
-    def _count(self, kind: str, state: str) -> None:
+    def count_finished(self, kind: str, state: str) -> None:
         name = f"{kind}:{state}"
         self.finished[name] = self.finished.get(name, 0) + 1
 
