@@ -121,7 +121,7 @@ def _kill_plan(rng: random.Random, states: Counter[str]) -> tuple[str | None, fl
     remote = states.get("submitted", 0) + states.get("polling", 0)
     # Near the end a hook point may never be reached again (the run would finish unkilled): use timers.
     if rng.random() < 0.5 or (pending < 4 and remote == 0):
-        return None, rng.uniform(0.0, 1.0)
+        return None, rng.uniform(0.0, 0.4)
     points = (SUBMIT_POINTS * 2 if pending >= 4 else []) + (POLL_POINTS if remote else [])
     return f"{rng.choice(points or SUBMIT_POINTS)}:1", 0.0
 

@@ -17,7 +17,7 @@ KILLS = 20
 
 
 def test_kill_nine_at_twenty_points_loses_nothing_and_pays_once(tmp_path: Path) -> None:
-    manifest = mixed_manifest(tmp_path, copies=4)
+    manifest = mixed_manifest(tmp_path, copies=5)
     expected = len(load_items(manifest))
     with served_emulator(config_with(demo_key=KEY)) as emulator:
         run_to_end(manifest, tmp_path / "baseline", runner_env(emulator, KEY))
