@@ -127,10 +127,19 @@ def run(
     _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
     import asyncio
 
+    from relaybatch.shared_limit import SharedLimit, SharedLimitSettings, prefect_server_configured
     from relaybatch.tasks.sharding import Shard
 
     if shard is not None:
         Shard.parse(shard)
+    rpm = shared_limit_rpm if shared_limit_rpm is not None else SharedLimitSettings().rpm
+    if rpm is not None:
+        SharedLimit(rpm=rpm)  # sizes checked before any Prefect server starts
+        if not prefect_server_configured():
+            raise UserError(
+                "a shared limit needs a Prefect server: set PREFECT_API_URL "
+                "(e.g. http://127.0.0.1:4200/api after `prefect server start`), or drop the shared limit"
+            )
 
     from relaybatch.flows import run_manifest
 

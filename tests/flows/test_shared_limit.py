@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -137,3 +138,20 @@ async def test_two_limiters_on_one_global_limit_never_get_more_than_it_allows() 
     leased = first.tokens_leased + second.tokens_leased
     assert first.leases >= 2 and second.leases >= 2  # both really drew from the shared bucket
     assert leased <= limit.burst_size + limit.decay_per_second * elapsed + limit.block_size
+
+
+def test_run_with_a_shared_limit_but_no_server_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from relaybatch import shared_limit
+    from relaybatch.cli import app
+
+    monkeypatch.setattr(shared_limit, "prefect_server_configured", lambda: False)
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo.csv"
+
+    result = CliRunner().invoke(app, ["run", str(demo), "--shared-limit-rpm", "600"])
+
+    assert result.exit_code == 1
+    assert "a shared limit needs a Prefect server" in result.output
