@@ -31,9 +31,9 @@ from relaybatch.limiting import Limiter, RequestPurpose
 
 DEFAULT_LIMIT_NAME = "relaybatch-gateway"
 
-# Leases per second a process may make: Prefect serialises acquisitions per process at about 10/s
-# and every call resets the server's decay clock (losing a partial token), so blocks are sized
-# for about one lease per second per process.
+# Blocks hold one second of the whole limit: a lease is two API calls (read, take), so a busy
+# process makes about one a second, far below Prefect's ~10 calls per second per process, and the
+# burst (two blocks) stays a small share of a minute (it is taken out of the refill, see below).
 LEASES_PER_SECOND = 1.0
 
 # The Prefect server's answer when a limit has no room for the slots asked for.
