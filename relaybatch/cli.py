@@ -20,8 +20,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help texts say "[default: ...]"; rich markup would read the brackets as tags and drop them.
+    rich_markup_mode=None,
 )
-emulator_app = typer.Typer(help="The local gateway emulator.", no_args_is_help=True)
+emulator_app = typer.Typer(help="The local gateway emulator.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(emulator_app, name="emulator")
 
 console = Console()
@@ -69,7 +71,8 @@ def _quiet_prefect() -> None:
 
 
 ManifestArgument = Annotated[
-    Path, typer.Argument(help="Manifest file (CSV now; YAML, JSONL and Parquet to come).")
+    Path,
+    typer.Argument(help="Manifest: YAML, or a CSV/JSONL/Parquet table, or an OpenAI Batch API JSONL file."),
 ]
 RunsDirOption = Annotated[
     Path | None,
