@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-DEMO_MANIFEST ?= configs/demo.csv
+DEMO_MANIFEST ?= configs/manifests/everything.yaml
+DEMO_RUN ?= everything
 
 .PHONY: demo test lint install
 
@@ -18,6 +19,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/relaybatch run $(DEMO_MANIFEST)
+	$(BIN)/relaybatch report $(DEMO_RUN)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -156,6 +156,9 @@ def run(
     console.print(f"items: {counts} ({outcome.added} new)")
     for path in outcome.results:
         console.print(f"results: {path}")
+    ledger = outcome.run_dir / "ledger.parquet"
+    if ledger.exists():
+        console.print(f"cost ledger: {ledger}")
     if outcome.stopped:
         # The run is resumable: the same command picks up where it stopped.
         typer.echo(f"stopped: {outcome.stopped}", err=True)
