@@ -28,6 +28,8 @@ from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayErro
 if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
 
+# Client errors that another poll may get past (timeout, rate limit); other 4xx answers are final.
+RETRYABLE_POLL_STATUSES = frozenset({408, 429})
 REMOTE_CANCELLED_MESSAGE = "cancelled on request: the remote video was deleted (DELETE) before it finished"
 
 
@@ -193,8 +195,11 @@ class Poller:
             if error.status < 400:
                 # A success answer describing a failed task (the client reads its `error` field).
                 await self._finish(entry, FAILED, None, str(error))
-                return
-            await self._poll_error(entry, error)
+            elif error.status < 500 and error.status not in RETRYABLE_POLL_STATUSES:
+                # 400, 403, 409...: asking again gets the same answer; the item ends with it.
+                await self._finish(entry, FAILED, None, f"polling {entry.remote_id} failed: {error}")
+            else:
+                await self._poll_error(entry, error)
             return
         except (GatewayError, OSError) as error:
             await self._poll_error(entry, error)
