@@ -1,9 +1,12 @@
 """The shared adaptive token bucket: one per run, every gateway request takes a token.
 
 Requests per second = the smaller of the configured limit and the limit the gateway reports
-(``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit`` on a 429). A 429, or an answer
-saying no requests remain, pauses every waiter until the reported reset and empties the bucket, so
-the whole run slows down together rather than each worker discovering the limit on its own.
+(``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit`` on a 429). A 429 that spent
+the window (no requests remain, or no count given), or an answer saying no requests remain, pauses
+every waiter until the reported reset and empties the bucket, so the whole run slows down together
+rather than each worker discovering the limit on its own. A 429 whose answer says requests remain
+is not the window's (an upstream or injected 429, another client's burst): it holds everyone only
+for its own ``retry-after`` or a short back-off, and keeps the tokens earned meanwhile.
 With no limit known at all the bucket is open; the first answer carrying a limit closes it.
 
 Submissions and polls wait in two queues. Tokens go to whichever queue is furthest behind its
@@ -41,6 +44,11 @@ RECOVERY_PER_SECOND = 0.02
 # Pause after a 429 that names no reset time: long enough for a per-second window to roll over.
 DEFAULT_PAUSE_SECONDS = 1.0
 MAX_PAUSE_SECONDS = 120.0
+# A 429 while the window still admits requests says nothing about our rate: everyone holds back
+# this long (or the answer's retry-after, capped), then carries on at the same rate. A hold up to
+# one second costs no throughput: the bucket keeps earning during it (its capacity is 1 s).
+NOT_WINDOW_HOLD_SECONDS = 0.5
+MAX_NOT_WINDOW_HOLD_SECONDS = 5.0
 # A granted request with no answer after this long (a dropped connection) stops counting as in flight.
 UNANSWERED_TTL_SECONDS = 60.0
 # The highest published plan limit; used only when an unconfigured run gets a 429 with no hint.
@@ -93,11 +101,23 @@ def _remaining(headers: Mapping[str, str]) -> float | None:
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The answer's own wait: ``retry-after-ms``, else ``retry-after`` in seconds (dates ignored)."""
     milliseconds = _header(headers, "retry-after-ms")
     if milliseconds is not None:
         seconds = parse_duration(milliseconds)
-        return None if seconds is None else seconds / 1000.0
-    return parse_duration(_header(headers, RESET_HEADER)) or parse_duration(_header(headers, "retry-after"))
+        if seconds is not None:
+            return seconds / 1000.0
+    return parse_duration(_header(headers, "retry-after"))
+
+
+def _window_wait(headers: Mapping[str, str]) -> float | None:
+    """How long a spent window stays spent: the shorter of the retry-after and the reset."""
+    waits = [
+        wait
+        for wait in (_retry_after(headers), parse_duration(_header(headers, RESET_HEADER)))
+        if wait is not None
+    ]
+    return min(waits) if waits else None
 
 
 @dataclass
@@ -146,6 +166,7 @@ class AdaptiveTokenBucket:
         self._unanswered: deque[float] = deque()
         self.granted: dict[Lane, int] = {"submit": 0, "poll": 0}
         self.rate_limited = 0
+        self.not_window_429s = 0  # of rate_limited: 429s while the window still had room
         self.pauses = 0
 
     # -- what the rest of the engine reads ---------------------------------------------------
@@ -197,13 +218,16 @@ class AdaptiveTokenBucket:
         reported = _reported_rpm(headers, rate_limit)
         if reported is not None:
             self._learn(reported)
+        remaining = _remaining(headers)
         if status == 429:
             self.rate_limited += 1
+            if remaining is not None and remaining > 0:
+                self._not_the_windows_429(remaining, headers)
+                return
             if reported is None:
                 self._decrease()
-            self._pause(_retry_after(headers) or DEFAULT_PAUSE_SECONDS)
+            self._pause(_window_wait(headers) or DEFAULT_PAUSE_SECONDS)
             return
-        remaining = _remaining(headers)
         if remaining is not None:
             if remaining <= 0:
                 reset = parse_duration(_header(headers, RESET_HEADER))
@@ -212,6 +236,15 @@ class AdaptiveTokenBucket:
             elif self._rate_per_minute is not None:
                 self._cap_to_remaining(remaining)
         self._recover()
+
+    def _not_the_windows_429(self, remaining: float, headers: Mapping[str, str]) -> None:
+        """A 429 from a window that still admits requests: the rate is not the cause, so the rate
+        stays and nobody waits for the window's reset (up to 60 s on a sliding window). Everyone
+        holds back briefly, as the answer asks; the refused request's own retry waits in the client."""
+        self.not_window_429s += 1
+        self._cap_to_remaining(remaining)
+        hint = _retry_after(headers)
+        self._hold(min(NOT_WINDOW_HOLD_SECONDS if hint is None else hint, MAX_NOT_WINDOW_HOLD_SECONDS))
 
     # -- rate learning ------------------------------------------------------------------------
 
@@ -258,6 +291,12 @@ class AdaptiveTokenBucket:
             self.pauses += 1
         self._tokens = min(self._tokens, 0.0)  # after the pause: ramp up at the rate, no burst
         self._refilled_at = max(self._refilled_at, until)
+
+    def _hold(self, seconds: float) -> None:
+        """Nobody goes for ``seconds``; unlike ``_pause`` the bucket keeps earning meanwhile."""
+        until = self._clock() + seconds
+        if until > self._paused_until:
+            self._paused_until = until
 
     # -- the bucket ---------------------------------------------------------------------------
 

@@ -109,7 +109,8 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def retry_after_hint(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The server's wait hint in seconds: ``retry-after-ms``, then ``Retry-After``, then the reset."""
+    """The server's wait hint in seconds: ``retry-after-ms``, then ``Retry-After``, then the reset
+    when no requests remain (or the count is not given)."""
     millis = _header(headers, "retry-after-ms")
     if millis is not None:
         try:
@@ -121,8 +122,11 @@ def retry_after_hint(headers: Mapping[str, str], now: float | None = None) -> fl
         seconds = _parse_retry_after(after, time.time() if now is None else now)
         if seconds is not None:
             return seconds
+    # The window's reset is a wait only when the window is spent: a 429 saying requests remain was
+    # not the window's, and its reset (up to 60 s on a sliding window) would be a needless wait.
+    remaining = parse_duration(_header(headers, "x-ratelimit-remaining-requests") or "")
     reset = _header(headers, "x-ratelimit-reset-requests")
-    return parse_duration(reset) if reset is not None else None
+    return parse_duration(reset) if reset is not None and not remaining else None
 
 
 def _parse_retry_after(value: str, now: float) -> float | None:

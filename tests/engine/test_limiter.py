@@ -8,6 +8,7 @@ import pytest
 from engine_fakes import FakeClock
 
 from relaybatch.engine.limiter import AdaptiveTokenBucket, parse_duration
+from relaybatch.gateway.retry import RetryPolicy, retry_delay
 
 
 def bucket(clock: FakeClock, rpm: float | None, **options: float) -> AdaptiveTokenBucket:
@@ -172,3 +173,102 @@ async def test_tokens_never_exceed_what_the_server_still_admits(clock: FakeClock
     await limiter.acquire()
 
     assert clock.now - before == pytest.approx(0.1, abs=0.01)  # the 4th waited for a new token
+
+
+def sliding_window_headers(remaining: int, reset: str) -> dict[str, str]:
+    """What the emulator's sliding window sends on every answer, injected 429s included."""
+    return {
+        "x-ratelimit-limit-requests": "600",
+        "x-ratelimit-remaining-requests": str(remaining),
+        "x-ratelimit-reset-requests": reset,
+    }
+
+
+async def test_a_429_while_requests_remain_holds_briefly_not_until_the_reset(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=1)
+    await limiter.acquire()
+
+    limiter.observe(429, sliding_window_headers(400, "45.000s"), {"rpm": 600, "qps": 10})
+    times = await grant_times(limiter, clock, ["submit", "poll", "submit"])
+
+    assert limiter.rate_limited == 1
+    assert limiter.not_window_429s == 1
+    assert limiter.pauses == 0
+    assert limiter.requests_per_minute == pytest.approx(594.0)  # learned, not halved
+    assert min(times) == pytest.approx(1000.5, abs=0.01)  # the short hold, not 45 s
+    assert max(times) - min(times) < 1.0
+
+
+async def test_a_429_while_requests_remain_waits_its_retry_after_capped(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=1)
+    await limiter.acquire()
+
+    limiter.observe(429, {**sliding_window_headers(400, "45.000s"), "retry-after": "2"})
+    await limiter.acquire()
+    assert clock.now == pytest.approx(1002.0, abs=0.01)
+
+    limiter.observe(429, {**sliding_window_headers(400, "45.000s"), "retry-after": "30"})
+    await limiter.acquire()
+    assert clock.now == pytest.approx(1007.0, abs=0.01)  # held 5 s at most, then went
+
+
+async def test_a_hold_for_a_429_that_was_not_the_windows_costs_no_throughput(clock: FakeClock) -> None:
+    held = bucket(clock, 600)  # 10 per second, 10 tokens of capacity
+    await grant_times(held, clock, ["submit"] * 10)  # drain the first burst
+    start = clock.now
+
+    held.observe(429, sliding_window_headers(100, "59.000s"))
+    await grant_times(held, clock, ["submit"] * 50)
+
+    # 50 tokens at 594 per minute take ~5 s whether or not the run held back for 0.5 s of them.
+    assert clock.now - start == pytest.approx(50 * 60 / 594.0, abs=0.15)
+
+
+async def test_a_429_that_spent_the_window_pauses_everyone_until_the_reset(clock: FakeClock) -> None:
+    limiter = bucket(clock, 6000, burst=1)  # configured 10 x too high
+    await limiter.acquire()
+
+    limiter.observe(
+        429, {**sliding_window_headers(0, "12.500s"), "retry-after": "13"}, {"rpm": 600, "qps": 10}
+    )
+    times = await grant_times(limiter, clock, ["submit", "poll"])
+
+    assert limiter.not_window_429s == 0
+    assert limiter.pauses == 1
+    assert limiter.requests_per_minute == pytest.approx(594.0)  # the reported limit is adopted
+    assert min(times) >= 1012.5  # the reset, the shorter of the two waits
+    assert min(times) < 1013.0
+
+
+async def test_a_spent_window_with_a_retry_after_shorter_than_the_reset_waits_the_retry_after(
+    clock: FakeClock,
+) -> None:
+    limiter = bucket(clock, 600, burst=1)
+    await limiter.acquire()
+
+    limiter.observe(429, {**sliding_window_headers(0, "40s"), "retry-after-ms": "800"})
+    await limiter.acquire()
+
+    assert 1000.8 <= clock.now < 1001.0  # the pause, then one token's time at the emptied bucket
+
+
+async def test_a_429_with_only_the_body_limit_keeps_pausing_everyone(clock: FakeClock) -> None:
+    limiter = bucket(clock, None, burst=1)
+    await limiter.acquire()
+
+    limiter.observe(429, {}, {"rpm": 120, "qps": 2})
+    await limiter.acquire()
+
+    assert limiter.requests_per_minute == pytest.approx(118.8)
+    assert limiter.not_window_429s == 0
+    assert clock.now >= 1001.0  # the default pause: the window may be spent
+
+
+def test_the_clients_own_wait_for_a_429_that_was_not_the_windows_is_its_back_off() -> None:
+    # The client sleeps before resending a refused request, then takes a token from this bucket:
+    # the window's reset must not be that sleep when requests remain, or the two waits add up.
+    policy = RetryPolicy(base_delay=0.5, jitter=0.0)
+    assert retry_delay(1, policy, sliding_window_headers(400, "45.000s"), 0.0) == 0.5
+    assert retry_delay(1, policy, {**sliding_window_headers(400, "45s"), "retry-after": "2"}, 0.0) == 2.0
+    assert retry_delay(1, policy, sliding_window_headers(0, "45.000s"), 0.0) == 45.0
+    assert retry_delay(1, policy, {"x-ratelimit-reset-requests": "3s"}, 0.0) == 3.0
