@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -26,7 +27,7 @@ from relaybatch.engine import (
     AdaptiveTokenBucket,
     CheckpointStore,
     EngineSettings,
-    SpendGuard,
+    RichProgress,
     execute,
     export_results,
 )
@@ -183,10 +184,10 @@ async def execute_items(
                     client,
                     settings=_engine_settings(saved, cancel_remote_on_stop),
                     limiter=bucket,
-                    # The costs guard's protocol names its argument type differently from the
-                    # engine's seam (same attributes); reported to both owners.
-                    spend=cast(SpendGuard, guard),
+                    spend=guard,
                     stop=stop,
+                    # A live table for a person at a terminal; workers and CI logs get none.
+                    progress=RichProgress() if sys.stderr.isatty() else None,
                 )
             )
             with graceful_sigterm(stop, work) as terminated:

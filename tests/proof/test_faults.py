@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from proof_crash import mixed_manifest, run_to_end, runner_env
 from proof_served import Served, config_with, served_emulator
 
@@ -130,7 +129,7 @@ def test_answers_that_cannot_succeed_are_never_retried(tmp_path: Path) -> None:
     states = Counter(item["state"] for item in items)
     assert set(states) <= TERMINAL, f"items left unfinished: {dict(states)}"
     failed = [item for item in items if item["state"] == "failed"]
-    # Polls and downloads that got a final answer: see the strict xfail below.
+    # Polls and downloads that got a final answer end the item too (see the test below).
     assert failed and all(item["last_error"] for item in failed)
 
 
@@ -148,11 +147,6 @@ def test_a_refused_key_or_an_empty_balance_stops_the_run_without_resending(tmp_p
         assert "sending" not in states, f"{fault}: items stuck in sending: {dict(states)}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine poller: a poll answered 400/404 is polled again (treated as a transient poll "
-    "error up to PollSettings.max_errors) instead of ending the item; reported to the engine owner",
-)
 def test_a_poll_answered_400_or_404_is_not_polled_again(tmp_path: Path) -> None:
     # The first poll of every V1 task and V2 video answers 400 or 404: nothing can change on a retry.
     rules = {
