@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relaybatch.errors import UserError
+
 # Rows per Parquet record batch: big enough to be fast, small enough to keep memory flat.
 PARQUET_BATCH_ROWS = 4096
 DATA_SUFFIXES = (".csv", ".jsonl", ".parquet")
@@ -57,8 +59,35 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
     return plain
 
 
+class UnreadableDataFile(UserError):
+    """A data file that cannot be decoded at all: no row of it can be trusted, so nothing runs."""
+
+
+def _unreadable(path: Path, error: Exception) -> UnreadableDataFile:
+    if isinstance(error, UnicodeDecodeError):
+        how = f"is not UTF-8 text (byte {error.start}); save it as UTF-8 and try again"
+    elif path.suffix.lower() == ".parquet":
+        how = f"is not a readable Parquet file ({error}); write it again with a Parquet writer"
+    else:
+        how = f"cannot be read ({error})"
+    return UnreadableDataFile(f"{path}: {how}")
+
+
+def _decoding_errors() -> tuple[type[Exception], ...]:
+    import pyarrow as pa
+
+    return (UnicodeDecodeError, pa.ArrowException, OSError)
+
+
 def columns_of(path: Path) -> list[str] | None:
     """The columns every row has (CSV header, Parquet schema); None when rows may differ (JSONL)."""
+    try:
+        return _columns_of(path)
+    except _decoding_errors() as error:
+        raise _unreadable(path, error) from None
+
+
+def _columns_of(path: Path) -> list[str] | None:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         with open(path, newline="", encoding="utf-8") as handle:
@@ -71,15 +100,25 @@ def columns_of(path: Path) -> list[str] | None:
 
 
 def iter_rows(path: Path) -> Iterator[Row | BadRow]:
-    """The rows of a data file, streamed; the suffix picks the reader."""
+    """The rows of a data file, streamed; the suffix picks the reader.
+
+    A file that cannot be decoded (not UTF-8, not Parquet) raises UnreadableDataFile naming it.
+    """
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return _csv_rows(path)
+        return _reporting_decode_errors(path, _csv_rows(path))
     if suffix == ".jsonl":
-        return _jsonl_rows(path)
+        return _reporting_decode_errors(path, _jsonl_rows(path))
     if suffix == ".parquet":
-        return _parquet_rows(path)
+        return _reporting_decode_errors(path, _parquet_rows(path))
     raise ValueError(f"unsupported data file type '{path.suffix}'; use one of {', '.join(DATA_SUFFIXES)}")
+
+
+def _reporting_decode_errors(path: Path, rows: Iterator[Row | BadRow]) -> Iterator[Row | BadRow]:
+    try:
+        yield from rows
+    except _decoding_errors() as error:
+        raise _unreadable(path, error) from None
 
 
 def _csv_rows(path: Path) -> Iterator[Row | BadRow]:

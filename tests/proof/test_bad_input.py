@@ -223,7 +223,7 @@ def test_run_rejects_bad_input_before_sending_anything(
     check_rejected(bad, "run", emulator, no_flow)
 
 
-# -- known gaps: each is a strict xfail, so it fails loudly the day it is fixed ----------------
+# -- files that cannot be decoded at all: one located error, nothing sent ----------------------
 
 UNREADABLE = [
     BadFile("bad.csv", b"\xff\xfe\x00id,prompt\n1,x\n", 1, "CSV that is not UTF-8"),
@@ -231,11 +231,6 @@ UNREADABLE = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="manifests read a non-UTF-8 CSV / corrupt Parquet without catching the decoder's error: "
-    "traceback instead of a located error (reported to the manifests owner)",
-)
 @pytest.mark.parametrize("bad", UNREADABLE, ids=[bad.why for bad in UNREADABLE])
 def test_unreadable_data_files_are_rejected_cleanly(
     bad: BadFile, emulator: Served, no_flow: list[Any]
