@@ -33,6 +33,7 @@ from relaybatch.gateway.media_types import (
     VideoV1CreateRequest,
 )
 from relaybatch.gateway.messages_types import Message, MessagesRequest
+from relaybatch.gateway.request_building import NoCookies
 from relaybatch.gateway.responses_types import Response, ResponsesRequest
 from relaybatch.gateway.retry import CallKind, RetryPolicy
 from relaybatch.gateway.routes import WEB_SEARCH_ROUTES, RouteSettings, WebSearchRoute
@@ -78,6 +79,9 @@ class GatewayClient:
         self._http = httpx.AsyncClient(
             base_url=base_url, transport=transport, timeout=self._timeouts.default(), headers=headers
         )
+        # The gateway sets no cookies; see NoCookies for the per-request cost this saves. httpx's
+        # public ``cookies`` setter copies into a plain jar, so the store is replaced directly.
+        self._http._cookies = NoCookies()
         self._sender = Sender(
             http=self._http,
             headers_for=lambda style: auth_headers(style, self._api_key),

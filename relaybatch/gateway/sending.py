@@ -29,6 +29,7 @@ from relaybatch.gateway.errors import (
     error_from_response,
     is_error_document,
 )
+from relaybatch.gateway.request_building import RequestBuilder
 from relaybatch.gateway.retry import (
     CallKind,
     RetryPolicy,
@@ -72,6 +73,10 @@ class Sender:
     policy: RetryPolicy
     sleep: Sleep = asyncio.sleep
     random_fraction: Callable[[], float] = random.random
+    _builder: RequestBuilder = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._builder = RequestBuilder(self.http, self.headers_for)
 
     async def json(self, call: Call) -> Any:
         """Send and return the parsed JSON body of a success answer."""
@@ -140,10 +145,14 @@ class Sender:
         return body
 
     def _build(self, call: Call) -> httpx.Request:
-        headers = {**self.headers_for(call.auth), **call.extra_headers}
-        extensions = {"timeout": call.timeout.as_dict()} if call.timeout is not None else None
-        return self.http.build_request(
-            call.method, call.path, headers=headers, json=call.json, params=call.params, extensions=extensions
+        return self._builder.build(
+            call.method,
+            call.path,
+            call.auth,
+            json=call.json,
+            params=call.params,
+            timeout=call.timeout,
+            extra_headers=call.extra_headers,
         )
 
     async def _read_error(self, call: Call, response: httpx.Response) -> APIStatusError:
