@@ -31,6 +31,7 @@ from relaybatch.engine import (
     execute,
     export_results,
 )
+from relaybatch.errors import UserError
 from relaybatch.limiting import Limiter
 from relaybatch.manifests import open_manifest
 from relaybatch.runs import RunPaths
@@ -62,6 +63,7 @@ def _run_settings(manifest: Any, shard: Shard | None) -> dict[str, Any]:
         "job_budgets": {
             job.name: str(job.budget_usd / share) for job in manifest.jobs if job.budget_usd is not None
         },
+        "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
         "concurrency": manifest.settings.concurrency,
         "uncertain_policy": manifest.settings.uncertain,
     }
@@ -176,7 +178,9 @@ async def execute_items(
     try:
         async with (
             open_client(settings, limiter) as client,
-            spend_guard_for_run(store, client, budgets=_budgets(saved)) as guard,
+            spend_guard_for_run(
+                store, client, budgets=_budgets(saved), providers=saved.get("providers")
+            ) as guard,
         ):
             work = asyncio.ensure_future(
                 execute(
@@ -203,6 +207,10 @@ async def execute_items(
                     raise
             terminated.pass_on()
         return ExecuteResult(summary.counts, summary.stopped, summary.spent_usd)
+    except UserError as error:
+        # Something the user must fix before anything is sent (an ambiguous price, a missing key):
+        # the run stops resumable with the message, instead of a task failure and its traceback.
+        return ExecuteResult(store.count_by_state(), str(error), None)
     finally:
         store.close()
 

@@ -28,6 +28,7 @@ class JobSource:
     kind: Kind | None = None  # None when rows choose their own kind (CSV shortcut, batch files)
     model: str | None = None
     budget_usd: Decimal | None = None
+    provider: str | None = None
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
 
     def expand(self) -> Iterator[Expanded]:

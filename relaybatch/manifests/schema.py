@@ -53,6 +53,11 @@ class JobSpec(BaseModel):
     id: str | None = Field(default=None, description="template of the item id; default: the id column or row")
     carry: list[str] = Field(default_factory=list, description="input columns copied to the results")
     budget_usd: Decimal | None = Field(default=None, gt=0)
+    provider: str | None = Field(
+        default=None,
+        min_length=1,
+        description="pricing provider, for a model whose providers publish different prices (409)",
+    )
 
     _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
 

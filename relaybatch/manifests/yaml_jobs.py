@@ -39,6 +39,7 @@ class YamlJob:
             kind=self.spec.kind,
             model=self.spec.model,
             budget_usd=self.spec.budget_usd,
+            provider=self.spec.provider,
             problems=self._upfront_problems(),
         )
 

@@ -40,3 +40,38 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     assert second.exit_code == 0, second.output
     assert emulator.total_requests == sent_by_first  # the second run sends nothing at all
     assert "done 3 (0 new)" in second.output
+
+
+AMBIGUOUS_PRICE_MANIFEST = """\
+run: {name: %(name)s}
+jobs:
+  - name: multi
+    kind: chat
+    model: relay-chat-multi
+%(provider)s    request: {max_tokens: 8}
+    prompt: "{q}"
+    items: [{q: hello}, {q: world}]
+"""
+
+
+def test_an_ambiguous_price_stops_before_sending_and_provider_resolves_it(tmp_path: Path) -> None:
+    emulator = embedded_emulator().state.emulator
+    chats_before = emulator.request_count("POST", "/v1/chat/completions")
+    unset = tmp_path / "unset.yaml"
+    unset.write_text(AMBIGUOUS_PRICE_MANIFEST % {"name": "unset", "provider": ""})
+
+    stopped = CliRunner().invoke(app, ["run", str(unset), "--runs-dir", str(tmp_path)])
+
+    assert stopped.exit_code == 1
+    assert "set `provider` on job 'multi' (candidates: alpha, beta)" in stopped.output
+    assert "Traceback" not in stopped.output
+    assert emulator.request_count("POST", "/v1/chat/completions") == chats_before
+
+    chosen = tmp_path / "chosen.yaml"
+    chosen.write_text(AMBIGUOUS_PRICE_MANIFEST % {"name": "chosen", "provider": "    provider: alpha\n"})
+
+    done = CliRunner().invoke(app, ["run", str(chosen), "--runs-dir", str(tmp_path)])
+
+    assert done.exit_code == 0, done.output
+    assert "items: done 2 (2 new)" in done.output
+    assert emulator.request_count("POST", "/v1/chat/completions") == chats_before + 2
