@@ -246,24 +246,28 @@ def _not_found(request: Request) -> Response:
     return error_response(404, None, f"no video '{request.path_params['video_id']}'")
 
 
-async def get_video(request: Request) -> Response:
+def _requested_job(request: Request) -> VideoJob | Response:
+    """The caller's video named in the path, or the answer to give instead (401, or 404 for
+    unknown and other accounts' ids alike)."""
     account = authenticate(request, "bearer")
     if isinstance(account, Response):
         return account
     job = _owned_job(request, account)
-    if job is None:
-        return _not_found(request)
+    return _not_found(request) if job is None else job
+
+
+async def get_video(request: Request) -> Response:
+    job = _requested_job(request)
+    if isinstance(job, Response):
+        return job
     return JSONResponse(job.as_json(emulator_state(request).clock.now()))
 
 
 async def delete_video(request: Request) -> Response:
     """Cancel a queued or rendering video (the object comes back ``cancelled``); delete a finished one."""
-    account = authenticate(request, "bearer")
-    if isinstance(account, Response):
-        return account
-    job = _owned_job(request, account)
-    if job is None:
-        return _not_found(request)
+    job = _requested_job(request)
+    if isinstance(job, Response):
+        return job
     now = emulator_state(request).clock.now()
     if job.status(now) in ("queued", "in_progress"):
         job.cancelled_at = now
@@ -273,12 +277,9 @@ async def delete_video(request: Request) -> Response:
 
 
 async def video_content(request: Request) -> Response:
-    account = authenticate(request, "bearer")
-    if isinstance(account, Response):
-        return account
-    job = _owned_job(request, account)
-    if job is None:
-        return _not_found(request)
+    job = _requested_job(request)
+    if isinstance(job, Response):
+        return job
     variant = request.query_params.get("variant", "video")
     if variant not in CONTENT_VARIANTS:
         return error_response(400, None, f"'variant' must be one of {', '.join(CONTENT_VARIANTS)}")
