@@ -10,7 +10,8 @@ exporting the results Parquet.
     .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn]
 
 ``asgi``: the emulator in this process through httpx.ASGITransport (its CPU counts against
-ours). ``uvicorn``: the emulator served in a subprocess, the client on the aiohttp transport.
+ours). ``uvicorn``: the emulator served in a subprocess, the client on the aiohttp transport that
+real runs use (``relaybatch.gateway.aiohttp_transport``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from machine_probe import probe
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
-from relaybatch.gateway import GatewayClient
+from relaybatch.gateway import GatewayClient, aiohttp_transport
 from relaybatch.manifests import Item
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
@@ -85,10 +86,8 @@ def open_client(gateway: str, url: str | None) -> GatewayClient:
 
         transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=create_app(load_config()))
         return GatewayClient("http://emulator.local", key, transport=transport)
-    from httpx_aiohttp import AiohttpTransport
-
     assert url is not None
-    return GatewayClient(url, key, transport=AiohttpTransport())
+    return GatewayClient(url, key, transport=aiohttp_transport())
 
 
 async def run(items: int, gateway: str, concurrency: int, folder: Path, url: str | None) -> dict[str, float]:

@@ -19,6 +19,7 @@ from relaybatch.gateway.auth import AuthStyle, auth_headers
 from relaybatch.gateway.catalog_types import ModelList, PricingResponse
 from relaybatch.gateway.chat_types import ChatCompletion, ChatCompletionRequest
 from relaybatch.gateway.errors import InvalidRequest, UnexpectedResponse
+from relaybatch.gateway.exchange import exchange_for
 from relaybatch.gateway.generate_content_types import GenerateContentRequest, GenerateContentResponse
 from relaybatch.gateway.judgment_types import TypedJudgment, TypedJudgmentRequest
 from relaybatch.gateway.media import MediaFile, write_stream_to_file
@@ -89,6 +90,7 @@ class GatewayClient:
             policy=retry or RetryPolicy(),
             sleep=sleep,
             random_fraction=random_fraction,
+            exchange=exchange_for(self._http, transport),
         )
 
     def __repr__(self) -> str:

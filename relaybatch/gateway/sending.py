@@ -29,7 +29,8 @@ from relaybatch.gateway.errors import (
     error_from_response,
     is_error_document,
 )
-from relaybatch.gateway.request_building import RequestBuilder
+from relaybatch.gateway.exchange import Exchange, HttpxExchange
+from relaybatch.gateway.request_building import RequestBuilder, RequestParts
 from relaybatch.gateway.retry import (
     CallKind,
     RetryPolicy,
@@ -65,7 +66,11 @@ class Call:
 
 @dataclass
 class Sender:
-    """Sends calls with retries; the limiter sees every attempt, the sleep is injectable for tests."""
+    """Sends calls with retries; the limiter sees every attempt, the sleep is injectable for tests.
+
+    ``exchange`` sends plain JSON calls (exchange.py); streams and downloads always go through
+    ``http``, whose responses can be read piece by piece.
+    """
 
     http: httpx.AsyncClient
     headers_for: Callable[[AuthStyle], dict[str, str]]
@@ -73,52 +78,77 @@ class Sender:
     policy: RetryPolicy
     sleep: Sleep = asyncio.sleep
     random_fraction: Callable[[], float] = random.random
+    exchange: Exchange | None = None
     _builder: RequestBuilder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._builder = RequestBuilder(self.http, self.headers_for)
+        if self.exchange is None:
+            self.exchange = HttpxExchange(self.http)
 
     async def json(self, call: Call) -> Any:
         """Send and return the parsed JSON body of a success answer."""
         try:
-            return await self.run(call, self._parse_json)
+            return await self._with_retries(call, lambda: self._whole_attempt(call))
         except _AnsweredWithError as answered:
             raise self._final_status_error(call, answered.error) from None
 
     async def run(self, call: Call, consume: Callable[[httpx.Response], Awaitable[ResultT]]) -> ResultT:
-        """Send ``call`` and hand a success answer to ``consume`` (read JSON, aggregate a stream,
-        write a file). Error answers, dropped connections and cut-off bodies are retried or raised
-        here, by the same rules whichever way the body is read."""
+        """Send ``call`` and hand a success answer to ``consume`` (aggregate a stream, write a
+        file). Error answers, dropped connections and cut-off bodies are retried or raised by the
+        same rules as plain JSON calls, whichever way the body is read."""
+        return await self._with_retries(call, lambda: self._streamed_attempt(call, consume))
+
+    async def _with_retries(self, call: Call, attempt_once: Callable[[], Awaitable[ResultT]]) -> ResultT:
         attempt = 0
         while True:
             attempt += 1
             await self.limiter.acquire(call.purpose)
             try:
-                response = await self.http.send(self._build(call), stream=True)
-            except httpx.TransportError as exc:
-                failure = _transport_error(call, exc, self.http.timeout)
-                if not await self._may_retry_unanswered(call, attempt, failure):
-                    raise self._unanswered(call, failure) from None
-                continue
-            try:
-                if response.status_code < 400:
-                    self._observe(response, None)
-                    try:
-                        return await consume(response)
-                    except httpx.TransportError as exc:
-                        failure = _transport_error(call, exc, self.http.timeout)
-                    except BrokenResponse as exc:
-                        failure = exc
-                    if not await self._may_retry_unanswered(call, attempt, failure):
-                        raise self._unanswered(call, failure) from None
-                    continue
-                error = await self._read_error(call, response)
-            finally:
-                await response.aclose()
-            if attempt < self.policy.max_attempts and may_retry_status(call.kind, error.status):
+                return await attempt_once()
+            except _NoAnswer as missing:
+                if not await self._may_retry_unanswered(call, attempt, missing.failure):
+                    raise self._unanswered(call, missing.failure) from None
+            except _ErrorAnswer as answered:
+                error = answered.error
+                if attempt >= self.policy.max_attempts or not may_retry_status(call.kind, error.status):
+                    raise self._final_status_error(call, error) from None
                 await self.sleep(retry_delay(attempt, self.policy, error.headers, self.random_fraction()))
-                continue
-            raise self._final_status_error(call, error)
+
+    async def _whole_attempt(self, call: Call) -> Any:
+        assert self.exchange is not None
+        try:
+            answer = await self.exchange(self._build(call))
+        except httpx.TransportError as exc:
+            raise _NoAnswer(_transport_error(call, exc, self.http.timeout)) from None
+        if answer.status >= 400:
+            raise _ErrorAnswer(self._error(answer.status, answer.headers, answer.body))
+        self.limiter.observe(answer.status, answer.headers, None)
+        return _parse_json(call, answer.status, answer.body)
+
+    async def _streamed_attempt(
+        self, call: Call, consume: Callable[[httpx.Response], Awaitable[ResultT]]
+    ) -> ResultT:
+        try:
+            response = await self.http.send(self._build(call).httpx_request(), stream=True)
+        except httpx.TransportError as exc:
+            raise _NoAnswer(_transport_error(call, exc, self.http.timeout)) from None
+        try:
+            if response.status_code >= 400:
+                try:
+                    raw = await response.aread()
+                except httpx.TransportError:
+                    raw = b""
+                raise _ErrorAnswer(self._error(response.status_code, response.headers, raw))
+            self.limiter.observe(response.status_code, response.headers, None)
+            try:
+                return await consume(response)
+            except httpx.TransportError as exc:
+                raise _NoAnswer(_transport_error(call, exc, self.http.timeout)) from None
+            except BrokenResponse as exc:
+                raise _NoAnswer(exc) from None
+        finally:
+            await response.aclose()
 
     async def _may_retry_unanswered(self, call: Call, attempt: int, failure: TransportError) -> bool:
         """Wait and say yes when a request that got no usable answer may be sent again."""
@@ -130,21 +160,7 @@ class Sender:
         await self.sleep(retry_delay(attempt, self.policy, {}, self.random_fraction()))
         return True
 
-    async def _parse_json(self, response: httpx.Response) -> Any:
-        raw = await response.aread()
-        try:
-            # json.loads skips leading whitespace, so the padding chunks long image requests get
-            # before the document need no special case.
-            body = json.loads(raw)
-        except ValueError:
-            label = f"{response.request.method} {response.request.url.path}"
-            raise BrokenResponse(f"{label}: the answer is not complete JSON ({len(raw)} bytes)") from None
-        if is_error_document(body):
-            # An error written after a 200 status (behind padding, say) is still an error answer.
-            raise _AnsweredWithError(error_from_response(response.status_code, {}, body))
-        return body
-
-    def _build(self, call: Call) -> httpx.Request:
+    def _build(self, call: Call) -> RequestParts:
         return self._builder.build(
             call.method,
             call.path,
@@ -155,21 +171,15 @@ class Sender:
             extra_headers=call.extra_headers,
         )
 
-    async def _read_error(self, call: Call, response: httpx.Response) -> APIStatusError:
-        try:
-            raw = await response.aread()
-        except httpx.TransportError:
-            raw = b""
+    def _error(self, status: int, headers: Mapping[str, str], raw: bytes) -> APIStatusError:
+        """The exception an error answer stands for; the limiter learns from it first."""
         try:
             body: Any = json.loads(raw)
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        error = error_from_response(response.status_code, response.headers, body)
-        self._observe(response, error.rate_limit if isinstance(error, RateLimited) else None)
+        error = error_from_response(status, headers, body)
+        self.limiter.observe(status, headers, error.rate_limit if isinstance(error, RateLimited) else None)
         return error
-
-    def _observe(self, response: httpx.Response, rate_limit: Mapping[str, Any] | None) -> None:
-        self.limiter.observe(response.status_code, response.headers, rate_limit)
 
     def _unanswered(self, call: Call, error: GatewayError) -> GatewayError:
         """No usable answer: for billed work that may have reached the gateway, the outcome is unknown."""
@@ -184,8 +194,39 @@ class Sender:
         return error
 
 
+def _parse_json(call: Call, status: int, raw: bytes) -> Any:
+    try:
+        # json.loads skips leading whitespace, so the padding chunks long image requests get
+        # before the document need no special case.
+        body = json.loads(raw)
+    except ValueError:
+        raise _NoAnswer(
+            BrokenResponse(f"{call.label}: the answer is not complete JSON ({len(raw)} bytes)")
+        ) from None
+    if is_error_document(body):
+        # An error written after a 200 status (behind padding, say) is still an error answer.
+        raise _AnsweredWithError(error_from_response(status, {}, body))
+    return body
+
+
+class _NoAnswer(Exception):
+    """An attempt got no usable answer: nothing arrived, or the body was cut off or unreadable."""
+
+    def __init__(self, failure: TransportError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+class _ErrorAnswer(Exception):
+    """An attempt was answered with an error status."""
+
+    def __init__(self, error: APIStatusError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _AnsweredWithError(Exception):
-    """Carries an error document found in a success answer out of ``run`` without retrying it."""
+    """Carries an error document found in a success answer out of the retry loop, never retried."""
 
     def __init__(self, error: APIStatusError) -> None:
         super().__init__(str(error))

@@ -2,7 +2,8 @@
 
 httpx's own async pool slows sharply past a few dozen connections (shared/research/http-client.md),
 so real sockets go through ``httpx_aiohttp.AiohttpTransport``; tests and the embedded emulator
-use ``httpx.ASGITransport``.
+use ``httpx.ASGITransport``. Our subclass (socket_transport.py) also lends its aiohttp session to
+the plain-JSON fast path, so both paths share one connection pool.
 
 The aiohttp transport maps *every* aiohttp connection error, a server disconnect after the
 request included, to ``httpx.ConnectTimeout``. Deciding "was anything sent?" from the httpx class
@@ -22,14 +23,14 @@ KEEPALIVE_EXPIRY_SECONDS = 4.0
 
 def aiohttp_transport(max_connections: int = DEFAULT_MAX_CONNECTIONS) -> httpx.AsyncBaseTransport:
     """The socket transport for a real gateway (or an emulator served over HTTP)."""
-    from httpx_aiohttp import AiohttpTransport
+    from relaybatch.gateway.socket_transport import SharedSessionTransport
 
     limits = httpx.Limits(
         max_connections=max_connections,
         max_keepalive_connections=max_connections,
         keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS,
     )
-    return AiohttpTransport(limits=limits)
+    return SharedSessionTransport(limits=limits)
 
 
 def never_sent(exc: httpx.TransportError) -> bool:
