@@ -140,6 +140,23 @@ def _answers(result: dict[str, Any], questions: dict[str, str]) -> dict[str, Any
     return row
 
 
+# What result_row reads of an item.
+_ITEM_COLUMNS = [
+    "key",
+    "item_id",
+    "kind",
+    "state",
+    "carry",
+    "result",
+    "remote_id",
+    "latency_ms",
+    "attempts",
+    "last_error",
+    "cost_usd",
+    "finished_at",
+]
+
+
 def result_row(item: dict[str, Any], schema: pa.Schema, questions: dict[str, str]) -> dict[str, Any]:
     result = item["result"] or {}
     tokens = result.get("tokens") or {}
@@ -175,7 +192,7 @@ def _parts(
     store: CheckpointStore, job: str, schema: pa.Schema, questions: dict[str, str]
 ) -> Iterator[pa.Table]:
     rows: list[dict[str, Any]] = []
-    for item in store.iter_items(job):
+    for item in store.iter_items(job, columns=_ITEM_COLUMNS):
         rows.append(result_row(item, schema, questions))
         if len(rows) >= ROWS_PER_PART:
             yield pa.Table.from_pylist(rows, schema=schema)

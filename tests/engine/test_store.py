@@ -76,3 +76,70 @@ def test_counts_per_job(store: CheckpointStore) -> None:
     store.transition(chat(2, job="b").key, "sending")
 
     assert store.count_by_job_and_state() == {"a": {"pending": 1}, "b": {"pending": 1, "sending": 1}}
+
+
+def test_later_changes_to_the_same_item_in_one_group_win_in_order(store: CheckpointStore) -> None:
+    """One group is applied as set-based updates; a key changed twice must end in its last state."""
+    store.add_items([chat(1), chat(2)])
+
+    store.apply(
+        [
+            Change(chat(1).key, "sending", {"attempts": 1}),
+            Change(chat(2).key, "sending", {"attempts": 1}),
+            Change(chat(1).key, "done", {"result": {"output_text": "a"}}),
+            Change(chat(1).key, "failed", {"last_error": "late"}, "late"),
+        ]
+    )
+
+    assert [e["state"] for e in store.events(chat(1).key)] == ["sending", "done", "failed"]
+    first = store.item(chat(1).key)
+    assert (first["state"], first["attempts"], first["last_error"]) == ("failed", 1, "late")
+    assert first["result"] == {"output_text": "a"}
+    assert store.item(chat(2).key)["state"] == "sending"
+
+
+def test_values_keep_their_types_and_text_through_a_group_write(store: CheckpointStore) -> None:
+    store.add_items([chat(1), chat(2)])
+    awkward = 'quote " backslash \\ newline \n tab \t unicode é ✓ \u0000 end'
+    not_before = 1795305600.123456
+
+    store.apply(
+        [Change(chat(1).key, "sending", {"last_error": "first"}, awkward), Change(chat(2).key, "sending")]
+    )
+    store.transition(
+        chat(1).key,
+        "pending",
+        last_error=awkward,
+        not_before=not_before,
+        attempts=3,
+        remote_id=None,
+        latency_ms=12.5,
+        retryable=1,
+    )
+
+    item = store.item(chat(1).key)
+    assert item["last_error"] == awkward
+    assert item["not_before"] == not_before and isinstance(item["not_before"], float)
+    assert item["attempts"] == 3 and isinstance(item["attempts"], int)
+    assert item["remote_id"] is None and item["latency_ms"] == 12.5 and item["retryable"] == 1
+    assert store.events(chat(1).key)[0]["detail"] == awkward
+    assert store.item(chat(2).key)["state"] == "sending"
+
+
+def test_adding_more_items_than_one_chunk_counts_only_new_ones(store: CheckpointStore) -> None:
+    from relaybatch.engine.store import ADD_CHUNK_ROWS
+
+    count = ADD_CHUNK_ROWS + 7
+    assert store.add_items(chat(n) for n in range(count)) == count
+    assert store.add_items(chat(n) for n in range(count - 2, count + 3)) == 3
+    assert store.count_by_state() == {"pending": count + 3}
+    first = next(store.iter_items())
+    assert first["item_id"] == chat(0).item_id and first["request"] == chat(0).request
+
+
+def test_an_item_id_with_a_nul_character_is_stored_whole(store: CheckpointStore) -> None:
+    from engine_items import item
+
+    odd = item("chat", {"model": "m", "messages": []}, "row\u00001")
+    assert store.add_items([odd, chat(1)]) == 2
+    assert store.item(odd.key)["item_id"] == "row\u00001"
