@@ -13,6 +13,7 @@ log of every transition).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -160,6 +161,23 @@ class CheckpointStore:
     def close(self) -> None:
         self.db.conn.close()
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction around several statements, committed on exit, rolled back on error.
+
+        The connection is in autocommit mode (``isolation_level=None``), where ``with conn:``
+        starts no transaction and every statement commits on its own: a crash between two of them
+        would leave half a group, and each commit costs its own WAL frame and lock round trip.
+        """
+        connection = self.db.conn
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
     # -- the run ----------------------------------------------------------------------------
 
     def run_settings(self) -> dict[str, Any]:
@@ -179,7 +197,7 @@ class CheckpointStore:
 
     def record_stop(self, reason: str | None) -> None:
         """Remember why the last execution stopped early (None: it finished)."""
-        with self.db.conn:
+        with self._transaction():
             if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
                 self.db.execute(
                     "insert into runs (name, created_at, updated_at) values (?, ?, ?)",
@@ -201,7 +219,7 @@ class CheckpointStore:
         item (see ``apply``)."""
         stamp = now_text()
         added = 0
-        with self.db.conn:
+        with self._transaction():
             for chunk in _chunks(items, ADD_CHUNK_ROWS):
                 rows = [
                     [
@@ -254,7 +272,7 @@ class CheckpointStore:
             if unknown:
                 raise ValueError(f"cannot set {sorted(unknown)} on an item")
         stamp = now_text()
-        with self.db.conn:
+        with self._transaction():
             for segment in _segments_with_distinct_keys(changes):
                 self._apply_segment(segment, stamp)
             events = [[change.key, change.state, change.detail] for change in changes]

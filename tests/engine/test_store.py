@@ -143,3 +143,22 @@ def test_an_item_id_with_a_nul_character_is_stored_whole(store: CheckpointStore)
     odd = item("chat", {"model": "m", "messages": []}, "row\u00001")
     assert store.add_items([odd, chat(1)]) == 2
     assert store.item(odd.key)["item_id"] == "row\u00001"
+
+
+def test_a_group_that_fails_half_way_leaves_nothing_behind(store: CheckpointStore) -> None:
+    """The item updates run before the event rows; a failure in the last statement must undo them."""
+    store.add_items([chat(1), chat(2)])
+    store.db.execute(
+        "create trigger refuse_boom before insert on events when new.detail = 'boom' "
+        "begin select raise(abort, 'refused'); end"
+    )
+
+    with pytest.raises(sqlite3.IntegrityError, match="refused"):
+        store.apply(
+            [Change(chat(1).key, "sending", {"attempts": 1}), Change(chat(2).key, "failed", {}, "boom")]
+        )
+
+    assert store.count_by_state() == {"pending": 2}
+    assert store.events(chat(1).key) == []
+    store.transition(chat(1).key, "sending", attempts=1)  # the connection is usable afterwards
+    assert store.count_by_state() == {"pending": 1, "sending": 1}
