@@ -7,7 +7,7 @@ the ratio to the target. Timing covers: adding the items to a fresh checkpoint s
 them all (each item: `sending` committed, request, `done` with its result committed), and
 exporting the results Parquet.
 
-    .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn]
+    .venv/bin/python benchmarks/engine_throughput.py [--items 20000] [--gateway asgi|uvicorn] [--with-costs]
 
 ``asgi``: the emulator in this process through httpx.ASGITransport (its CPU counts against
 ours). ``uvicorn``: the emulator served in a subprocess, the client on the aiohttp transport that
@@ -31,6 +31,7 @@ import httpx
 from machine_probe import probe
 from pydantic import SecretStr
 
+from relaybatch.costs import spend_guard_for_run
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
 from relaybatch.gateway import GatewayClient, aiohttp_transport
 from relaybatch.manifests import Item
@@ -90,13 +91,22 @@ def open_client(gateway: str, url: str | None) -> GatewayClient:
     return GatewayClient(url, key, transport=aiohttp_transport())
 
 
-async def run(items: int, gateway: str, concurrency: int, folder: Path, url: str | None) -> dict[str, float]:
+async def run(
+    items: int, gateway: str, concurrency: int, folder: Path, url: str | None, with_costs: bool = False
+) -> dict[str, float]:
     work = chat_items(items)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     store = CheckpointStore(folder / "checkpoint.sqlite")
     store.add_items(work)
+    settings = EngineSettings(concurrency=concurrency)
     async with open_client(gateway, url) as client:
-        summary = await execute(store, client, settings=EngineSettings(concurrency=concurrency))
+        if with_costs:
+            # As `relaybatch run` does: prices fetched, every call settled into the cost ledger
+            # (costs.sqlite), the ledger Parquet written when the guard closes.
+            async with spend_guard_for_run(store, client) as guard:
+                summary = await execute(store, client, settings=settings, spend=guard)
+        else:
+            summary = await execute(store, client, settings=settings)
     export_results(store, folder / "results")
     store.close()
     wall = time.perf_counter() - wall_start
@@ -113,11 +123,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--gateway", choices=["asgi", "uvicorn"], default="uvicorn")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--with-costs", action="store_true", help="also price every call into the cost ledger (as runs do)"
+    )
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="engine-throughput-"))
     server, url = serve_emulator() if options.gateway == "uvicorn" else (None, None)
     try:
-        figures = asyncio.run(run(options.items, options.gateway, options.concurrency, folder, url))
+        figures = asyncio.run(
+            run(options.items, options.gateway, options.concurrency, folder, url, options.with_costs)
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         if server is not None:
@@ -125,7 +140,10 @@ def main() -> None:
             server.wait(timeout=10)
     server_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     rate = options.items / figures["wall"]
-    print(f"gateway: {options.gateway}, items: {options.items}, concurrency: {options.concurrency}")
+    print(
+        f"gateway: {options.gateway}, items: {options.items}, concurrency: {options.concurrency}, "
+        f"cost ledger: {'yes' if options.with_costs else 'no'}"
+    )
     print(
         f"wall {figures['wall']:.2f} s -> {rate:,.0f} completed chat items/s "
         f"(target {TARGET_ITEMS_PER_SECOND})"

@@ -1,9 +1,12 @@
 """The run's spend guard: the engine's spend seam (docs/engine.md) backed by budget and ledger.
 
 ``reserve`` prices the call's worst case and asks the budget; ``settle`` prices the real usage,
-writes the ledger row (committed before it returns) and turns the reservation into spend;
-``release`` gives a reservation back. ``open_spend_guard`` fetches every price the run needs
-before anything is sent, so an ambiguous price (409) stops the run before it spends a cent.
+queues the ledger row and turns the reservation into spend; ``commit`` makes the queued rows
+durable in one transaction (the engine calls it just before each checkpoint commit, so a row is
+never durable later than the item state it explains, and a busy run pays one ledger commit per
+group instead of one per call); ``release`` gives a reservation back. ``open_spend_guard``
+fetches every price the run needs before anything is sent, so an ambiguous price (409) stops the
+run before it spends a cent.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, Protocol
 
 from relaybatch.costs.budget import Budget
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
-from relaybatch.costs.ledger import CostStore, build_row, write_ledger
+from relaybatch.costs.ledger import CostStore, LedgerRow, build_row, write_ledger
 from relaybatch.costs.price import CallCost, price_call
 from relaybatch.costs.pricing import PriceBook, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
@@ -70,6 +73,7 @@ class RunSpendGuard:
         self.budget = budget
         self.providers = dict(providers or {})
         self._started: dict[str, tuple[float, Decimal | None]] = {}
+        self._queued: list[LedgerRow] = []
         self._lock = threading.Lock()
         self._stop: str | None = None
 
@@ -110,11 +114,23 @@ class RunSpendGuard:
             # Each billed attempt is its own row: a resent call may have been charged twice.
             call=f"attempt-{call.attempt}",
         )
-        self.store.record(row)
+        with self._lock:
+            self._queued.append(row)
         # What the budget counts: the charge, or when it is not known the worst case held for it.
         counted = cost.usd if cost.usd is not None else max(cost.known_usd, worst or Decimal(0))
         self.budget.settle(call.key, call.job, counted)
         return cost.usd
+
+    def commit(self) -> None:
+        """Make every charge settled so far durable (one transaction)."""
+        with self._lock:
+            rows, self._queued = self._queued, []
+        try:
+            self.store.record_many(rows)
+        except BaseException:
+            with self._lock:
+                self._queued[:0] = rows  # not stored: keep them for the next commit
+            raise
 
     def release(self, call: Call) -> None:
         with self._lock:
@@ -141,10 +157,11 @@ class RunSpendGuard:
         return usage, price_call(prices, usage)
 
     def write_ledger(self) -> Path:
+        self.commit()
         return write_ledger(self.store, self.store.path.parent / LEDGER_NAME)
 
     def close(self) -> None:
-        """Export the ledger Parquet and close the cost store."""
+        """Commit what is queued, export the ledger Parquet and close the cost store."""
         try:
             self.write_ledger()
         finally:

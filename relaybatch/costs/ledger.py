@@ -1,8 +1,10 @@
 """The cost ledger: one row per billable call, kept in SQLite during the run, exported to Parquet.
 
-Rows are written to the run's ``costs.sqlite`` the moment a call is settled, so a crash loses
-no charge and a resumed run knows what it already spent. ``write_ledger`` turns them into
-``ledger.parquet`` with money as Arrow decimal128(38, 18): exact, never float.
+Rows are written to the run's ``costs.sqlite`` no later than the checkpoint commit of the item
+state they belong to (the spend guard queues them and the engine commits them first), so a crash
+loses no charge the run's items account for, and a resumed run knows what it already spent.
+``write_ledger`` turns them into ``ledger.parquet`` with money as Arrow decimal128(38, 18): exact,
+never float.
 """
 
 from __future__ import annotations
@@ -208,9 +210,21 @@ class CostStore:
 
     def record(self, row: LedgerRow) -> None:
         """Store one settled charge (committed on return); settling the same call twice keeps one row."""
-        record = flat_record(row)
-        with self.db.conn:
-            self.db.conn.execute(_UPSERT_SQL, [record[name] for name in _COLUMN_NAMES])
+        self.record_many([row])
+
+    def record_many(self, rows: Sequence[LedgerRow]) -> None:
+        """Store settled charges in one transaction (committed on return; all or none)."""
+        if not rows:
+            return
+        values = [[record[name] for name in _COLUMN_NAMES] for record in map(flat_record, rows)]
+        # The connection is in autocommit mode, where ``with conn:`` would begin no transaction.
+        self.db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.conn.executemany(_UPSERT_SQL, values)
+        except BaseException:
+            self.db.conn.execute("ROLLBACK")
+            raise
+        self.db.conn.execute("COMMIT")
 
     def records(self) -> Iterator[dict[str, Any]]:
         cursor = self.db.conn.execute("select * from charges order by charged_at, id")

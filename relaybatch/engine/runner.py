@@ -99,7 +99,7 @@ class Execution:
         self.stop = stop or asyncio.Event()
         self.hook = hook or (lambda point, key: None)
         self.progress = progress
-        self.writer = GroupCommit(store)
+        self.writer = GroupCommit(store, before_commit=spend.commit if spend is not None else None)
         self.run_dir = store.path.parent
         self.rng = random.Random()
         self.queue: asyncio.Queue[Row | None] = asyncio.Queue(maxsize=settings.concurrency * 2)

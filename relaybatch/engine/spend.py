@@ -5,6 +5,8 @@ item stays pending and the run stops submitting), then exactly one of ``settle``
 may have been charged; ``result`` is None when the outcome is unknown) or ``release`` (the call
 was definitely not charged). ``settle`` returns the item's cost when it can price it; the engine
 stores it in the item's ``cost_usd`` column and adds it to the dollars shown on the progress line.
+``commit`` runs just before every checkpoint commit, so what ``settle`` recorded is durable no
+later than the item state that follows from it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class SpendGuard(Protocol):
 
     def release(self, call: BilledCall) -> None:
         """The call was not charged: give its reservation back."""
+
+    def commit(self) -> None:
+        """Make what ``settle`` recorded durable; called just before each checkpoint commit."""
 
     def stop_message(self) -> str:
         """Why ``reserve`` said no, for the user (e.g. which budget was reached)."""

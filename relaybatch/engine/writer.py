@@ -2,12 +2,15 @@
 
 A worker awaits ``write`` and continues only once its change is committed, so "marked sending
 before the request goes out" and "remote id recorded before moving on" hold exactly as with one
-transaction per change, at a fraction of the cost on busy runs.
+transaction per change, at a fraction of the cost on busy runs. ``before_commit`` runs first in
+every flush (the spend guard's ledger commit), so a charge is durable before the item state that
+depends on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from relaybatch.engine.store import Change, CheckpointStore
 
@@ -17,8 +20,9 @@ FLUSH_AT_CHANGES = 512
 
 
 class GroupCommit:
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, before_commit: Callable[[], None] | None = None) -> None:
         self._store = store
+        self._before_commit = before_commit
         self._changes: list[Change] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -52,6 +56,8 @@ class GroupCommit:
         if not changes:
             return
         try:
+            if self._before_commit is not None:
+                self._before_commit()
             self._store.apply(changes)
         except Exception as error:
             for waiter in waiters:

@@ -117,6 +117,7 @@ async def test_a_model_without_a_price_is_recorded_unknown_and_refused_under_a_b
     assert guard.reserve(call)
     result = {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}
     assert guard.settle(call, result) is None
+    guard.commit()
     row = next(iter(guard.store.records()))
     assert row["priced"] == 0 and row["usd"] is None
     assert row["unknown_prices"] == "text.prompt,text.completion"
@@ -148,6 +149,7 @@ async def test_outcome_unknown_keeps_the_worst_case_in_the_budget_even_after_a_r
     assert guard.reserve(call)
     assert guard.settle(call, None) is None
     assert guard.budget.spent == worst
+    guard.commit()
     row = next(iter(guard.store.records()))
     assert row["outcome"] == "unknown" and D(row["reserved_usd"]) == worst
     guard.close()
@@ -243,6 +245,7 @@ async def test_an_answer_without_usage_is_unknown_not_free(tmp_path: Path) -> No
     call = FakeCall("k1", "i1", "job", "chat", chat_request())
     assert guard.reserve(call)
     assert guard.settle(call, {"output_text": "hi", "usage": {}}) is None
+    guard.commit()
     row = next(iter(guard.store.records()))
     assert row["usd"] is None and row["unknown_prices"] == "usage unreadable: the answer carries no usage"
     guard.close()
@@ -258,6 +261,8 @@ async def test_each_billed_attempt_is_its_own_row(tmp_path: Path) -> None:
     guard.settle(first, None)  # sent, no answer: may have been charged
     assert guard.reserve(again)
     assert guard.settle(again, {"usage": {"prompt_tokens": 10, "completion_tokens": 5}}) == D("0.00003")
+    assert list(guard.store.records()) == []  # queued until the engine's next checkpoint commit
+    guard.commit()
     rows = {row["call"]: row for row in guard.store.records()}
     assert set(rows) == {"attempt-1", "attempt-2"}
     assert rows["attempt-1"]["outcome"] == "unknown" and rows["attempt-2"]["usd"] == "0.000030"

@@ -379,3 +379,29 @@ async def test_rows_carry_the_run_name_the_store_records(
         await execute(store, client, settings=FAST, spend=guard)
     assert {row["run"] for row in ledger_rows(store.path.parent)} == {"whole-run"}
     assert_reconciled(store.path.parent, fast_app)
+
+
+async def test_a_charge_is_durable_before_the_item_state_that_follows_from_it(
+    store: CheckpointStore, client: GatewayClient
+) -> None:
+    """Ledger rows are queued by the guard and committed just before each checkpoint commit: when
+    an item's `done` is committed, another connection already sees its charge."""
+    from relaybatch.costs.ledger import CostStore
+
+    store.add_items(chat_items(12))
+    reader = CostStore(store.path.parent / "costs.sqlite")
+    missing: list[str] = []
+
+    def check(point: str, key: str) -> None:
+        if point == "result_committed" and not any(row["item_key"] == key for row in reader.records()):
+            missing.append(key)
+
+    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+    try:
+        await execute(store, client, settings=FAST, spend=guard, hook=check)
+        charged = len(list(reader.records()))
+    finally:
+        guard.close()
+        reader.close()
+    assert missing == []
+    assert charged == 12

@@ -72,6 +72,7 @@ class Budget:
         self.reserved = 0
         self.settled: list[str] = []
         self.released: list[str] = []
+        self.commits = 0
 
     def reserve(self, call: BilledCall) -> bool:
         if self.reserved >= self.limit:
@@ -86,6 +87,9 @@ class Budget:
     def release(self, call: BilledCall) -> None:
         self.released.append(call.key)
         self.reserved -= 1
+
+    def commit(self) -> None:
+        self.commits += 1
 
     def stop_message(self) -> str:
         return "budget of the job reached"
