@@ -70,6 +70,8 @@ _CHANGEABLE = frozenset(
         "retryable",
     }
 )
+# From this many rows, one ``... from json_each(?)`` statement beats a statement per row.
+JSON_ARRAY_FROM_ROWS = 3
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
@@ -260,10 +262,10 @@ class CheckpointStore:
     def apply(self, changes: Sequence[Change]) -> None:
         """Apply changes in one transaction, each with its event row; committed before returning.
 
-        The rows travel as one JSON array per statement (``update ... from json_each(?)``): one
-        statement for the whole group costs a third of the CPU of ``executemany`` with one
-        statement per change (benchmarks/RESULTS.md, "checkpoint writes"), and the engine makes
-        two of these writes for every item.
+        Groups of several rows travel as one JSON array per statement (``update ... from
+        json_each(?)``): for the groups a busy run makes, that costs about half the CPU of one
+        statement per change (benchmarks/checkpoint_writes.py). A row or two go one statement each,
+        where parsing the array would cost more than it saves.
         """
         if not changes:
             return
@@ -276,7 +278,7 @@ class CheckpointStore:
             for segment in _segments_with_distinct_keys(changes):
                 self._apply_segment(segment, stamp)
             events = [[change.key, change.state, change.detail] for change in changes]
-            if any(change.detail and "\0" in change.detail for change in changes):
+            if _bind_one_by_one(events):
                 self.db.conn.executemany(
                     "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
                     [[*event, stamp] for event in events],
@@ -297,8 +299,7 @@ class CheckpointStore:
             values = [_column_value(name, change.fields[name]) for name in columns]
             by_columns.setdefault(columns, []).append([change.key, change.state, *values])
         for columns, rows in by_columns.items():
-            if any(isinstance(value, str) and "\0" in value for row in rows for value in row):
-                # SQLite's JSON functions end text at a NUL character; bind such rows one by one.
+            if _bind_one_by_one(rows):
                 assignments = "".join(f", {name} = ?" for name in columns)
                 self.db.conn.executemany(
                     f"update items set state = ?, updated_at = ?{assignments} where key = ?",
@@ -421,6 +422,14 @@ class Row:
     def from_tuple(cls, row: Sequence[Any]) -> Row:
         rowid, key, item_id, job, kind, request, state, attempts, remote_id = row
         return cls(rowid, key, item_id, job, kind, json.loads(request), state, attempts, remote_id)
+
+
+def _bind_one_by_one(rows: Sequence[Sequence[Any]]) -> bool:
+    """Rows to bind statement by statement rather than as one JSON array: too few to be worth the
+    array, or holding a NUL character, where SQLite's JSON functions would end the text."""
+    if len(rows) < JSON_ARRAY_FROM_ROWS:
+        return True
+    return any(isinstance(value, str) and "\0" in value for row in rows for value in row)
 
 
 def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
