@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from relaybatch.engine.collection import fewer_collections
 from relaybatch.engine.kinds import CALLS, Finished, KindNotAvailable, Submitted
 from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.outcomes import (
@@ -379,7 +380,8 @@ async def execute(
     )
     execution.poller.load_remote_work()
     try:
-        await execution.run()
+        with fewer_collections():
+            await execution.run()
     except BaseExceptionGroup as group:
         # Failures of one kind inside the task groups: raise the first as itself, as callers expect.
         leaves = _leaves(group)
