@@ -1,12 +1,15 @@
 """The emulator's configuration file: accounts, the model catalog with its prices, faults, media timings.
 
 The file is YAML validated by these pydantic models; `relaybatch emulator serve --config FILE` and
-`load_config(path)` read it, and configs/emulator.yaml is the documented default.
+`load_config(path)` read it, and configs/emulator.yaml is the documented default. That folder
+ships inside the package as ``relaybatch.configs``, so the default is found from a checkout and
+from an installed wheel alike.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from relaybatch.errors import UserError
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "emulator.yaml"
+DEFAULT_CONFIG_PATH = Path(str(resources.files("relaybatch.configs").joinpath("emulator.yaml")))
 
 TypeTarget = Literal["openai", "anthropic", "gemini"]
 # What a model does decides which routes accept it; "chat" models answer the four text formats.

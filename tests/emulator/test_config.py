@@ -49,3 +49,27 @@ def test_serve_with_a_missing_config_exits_1_without_traceback(tmp_path: Path) -
     assert result.exit_code == 1
     assert "cannot read emulator config" in result.output
     assert "Traceback" not in result.output
+
+
+def test_the_shipped_configuration_is_package_data() -> None:
+    """configs/ installs as relaybatch.configs: the default is found through the package (so a
+    wheel install has it), and every file in the folder is listed as package data."""
+    import fnmatch
+    import tomllib
+    from importlib import resources
+
+    from relaybatch.emulator.config import DEFAULT_CONFIG_PATH
+
+    folder = Path(__file__).resolve().parents[2] / "configs"
+    through_the_package = resources.files("relaybatch.configs").joinpath("emulator.yaml")
+    assert Path(str(through_the_package)) == DEFAULT_CONFIG_PATH
+    assert DEFAULT_CONFIG_PATH.read_bytes() == (folder / "emulator.yaml").read_bytes()
+    setuptools = tomllib.loads((folder.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"]["relaybatch.configs"] == "configs"
+    patterns = setuptools["package-data"]["relaybatch.configs"]
+    shipped = [
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts
+    ]
+    assert shipped and [name for name in shipped if not any(fnmatch.fnmatch(name, p) for p in patterns)] == []
