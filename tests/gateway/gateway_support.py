@@ -16,6 +16,15 @@ from relaybatch.limiting import RequestPurpose
 
 BASE_URL = "http://emulator.local"
 FAULT_HEADER = "x-emulator-fault"
+# The smallest chat completion that validates, for tests that answer from a fake server.
+CHAT_ANSWER = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
 
 # make_client(key=..., fault=..., retry=...) -> async context manager of a GatewayClient
 ClientFactory = Callable[..., AbstractAsyncContextManager[GatewayClient]]

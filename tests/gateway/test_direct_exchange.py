@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from gateway_support import RecordingLimiter
+from gateway_support import CHAT_ANSWER, RecordingLimiter
 from pydantic import SecretStr
 
 from relaybatch.gateway import (
@@ -23,14 +23,6 @@ from relaybatch.gateway import (
 from relaybatch.gateway.exchange import HttpxExchange
 
 KEY = "sk-test-direct-exchange"
-ANSWER = {
-    "id": "c1",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "m",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
 
 
 class RecordingServer:
@@ -79,7 +71,7 @@ class RecordingServer:
 
 
 async def _send_through(transport: httpx.AsyncBaseTransport | None) -> tuple[str, dict[str, str], bytes]:
-    server = RecordingServer([(200, ANSWER, {})])
+    server = RecordingServer([(200, CHAT_ANSWER, {})])
     async with (
         server as base_url,
         GatewayClient(base_url, SecretStr(KEY), transport=transport, headers={"x-extra": "1"}) as client,
@@ -131,7 +123,7 @@ async def test_answer_headers_reach_the_limiter_and_the_retry_rules() -> None:
     server = RecordingServer(
         [
             (429, limited, {"Retry-After": "0", "X-RateLimit-Remaining-Requests": "0"}),
-            (200, ANSWER, {"X-RateLimit-Limit-Requests": "600"}),
+            (200, CHAT_ANSWER, {"X-RateLimit-Limit-Requests": "600"}),
         ]
     )
     limiter = RecordingLimiter()

@@ -7,19 +7,12 @@ import json
 from typing import Any
 
 import httpx
+from gateway_support import CHAT_ANSWER
 from pydantic import SecretStr
 
 from relaybatch.gateway import ClientTimeouts, GatewayClient
 
 KEY = "sk-test-request-building"
-ANSWER = {
-    "id": "c1",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "m",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
 
 
 def _recording_client(seen: list[httpx.Request], base_url: str, **options: Any) -> GatewayClient:
@@ -29,7 +22,7 @@ def _recording_client(seen: list[httpx.Request], base_url: str, **options: Any) 
             return httpx.Response(
                 200, json={"object": "list", "data": []}, headers={"set-cookie": "s=1; Path=/"}
             )
-        return httpx.Response(200, json=ANSWER, headers={"set-cookie": "s=1; Path=/"})
+        return httpx.Response(200, json=CHAT_ANSWER, headers={"set-cookie": "s=1; Path=/"})
 
     return GatewayClient(base_url, SecretStr(KEY), transport=httpx.MockTransport(answer), **options)
 
