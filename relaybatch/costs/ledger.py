@@ -26,6 +26,7 @@ import sqlite_utils
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
+from relaybatch.sqlite_batches import bind_one_by_one, json_columns
 
 MONEY = pa.decimal128(38, 18)
 EXPORT_BATCH_ROWS = 10_000
@@ -220,7 +221,10 @@ class CostStore:
         # The connection is in autocommit mode, where ``with conn:`` would begin no transaction.
         self.db.conn.execute("BEGIN IMMEDIATE")
         try:
-            self.db.conn.executemany(_UPSERT_SQL, values)
+            if bind_one_by_one(values):
+                self.db.conn.executemany(_UPSERT_SQL, values)
+            else:
+                self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [json.dumps(values)])
         except BaseException:
             self.db.conn.execute("ROLLBACK")
             raise
@@ -288,6 +292,10 @@ _COLUMN_NAMES = tuple(_sqlite_columns())
 _UPSERT_SQL = (
     f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
     f"values ({', '.join('?' for _ in _COLUMN_NAMES)})"
+)
+_UPSERT_FROM_JSON_SQL = (
+    f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
+    f"select {json_columns(len(_COLUMN_NAMES))} from json_each(?) as j order by j.key"
 )
 
 

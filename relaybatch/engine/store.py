@@ -39,6 +39,7 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.manifests import Item
+from relaybatch.sqlite_batches import bind_one_by_one
 
 __all__ = [
     "CANCELLED",
@@ -70,8 +71,6 @@ _CHANGEABLE = frozenset(
         "retryable",
     }
 )
-# From this many rows, one ``... from json_each(?)`` statement beats a statement per row.
-JSON_ARRAY_FROM_ROWS = 3
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
@@ -235,8 +234,7 @@ class CheckpointStore:
                     ]
                     for item in chunk
                 ]
-                if any(value and "\0" in value for row in rows for value in row):
-                    # SQLite's JSON functions end text at a NUL character; bind these rows one by one.
+                if bind_one_by_one(rows):
                     cursor = self.db.conn.executemany(
                         "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
                         "state, attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
@@ -278,7 +276,7 @@ class CheckpointStore:
             for segment in _segments_with_distinct_keys(changes):
                 self._apply_segment(segment, stamp)
             events = [[change.key, change.state, change.detail] for change in changes]
-            if _bind_one_by_one(events):
+            if bind_one_by_one(events):
                 self.db.conn.executemany(
                     "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
                     [[*event, stamp] for event in events],
@@ -299,7 +297,7 @@ class CheckpointStore:
             values = [_column_value(name, change.fields[name]) for name in columns]
             by_columns.setdefault(columns, []).append([change.key, change.state, *values])
         for columns, rows in by_columns.items():
-            if _bind_one_by_one(rows):
+            if bind_one_by_one(rows):
                 assignments = "".join(f", {name} = ?" for name in columns)
                 self.db.conn.executemany(
                     f"update items set state = ?, updated_at = ?{assignments} where key = ?",
@@ -422,14 +420,6 @@ class Row:
     def from_tuple(cls, row: Sequence[Any]) -> Row:
         rowid, key, item_id, job, kind, request, state, attempts, remote_id = row
         return cls(rowid, key, item_id, job, kind, json.loads(request), state, attempts, remote_id)
-
-
-def _bind_one_by_one(rows: Sequence[Sequence[Any]]) -> bool:
-    """Rows to bind statement by statement rather than as one JSON array: too few to be worth the
-    array, or holding a NUL character, where SQLite's JSON functions would end the text."""
-    if len(rows) < JSON_ARRAY_FROM_ROWS:
-        return True
-    return any(isinstance(value, str) and "\0" in value for row in rows for value in row)
 
 
 def _chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from relaybatch.costs.ledger import CostStore, build_row
+from relaybatch.costs.ledger import CostStore, LedgerRow, build_row
 from relaybatch.costs.price import price_call
 from relaybatch.costs.pricing import judgment_prices, parse_pricing, web_search_prices
 from relaybatch.costs.usage import UsageCounts
@@ -26,10 +26,8 @@ IMAGE_PRICES = parse_pricing(
 )
 
 
-def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
-    """A run folder with charges over two days in three jobs; returns every call's USD."""
-    store = CostStore(run_dir / "costs.sqlite")
-    amounts = []
+def sample_rows(run: str = "demo") -> list[LedgerRow]:
+    """Charges over two days in three jobs: priced, free-form (judgment, search) and unpriced."""
     calls = [
         ("chat", "summaries", "chat-model", CHAT_PRICES, UsageCounts(input_tokens=1000, output_tokens=200)),
         ("image", "covers", "image-model", IMAGE_PRICES, UsageCounts(images=2)),
@@ -37,26 +35,35 @@ def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
         ("web_search", "labels", "search", web_search_prices("search"), UsageCounts(requests=1)),
         ("chat", "summaries", "unpriced", None, UsageCounts(input_tokens=10)),
     ]
-    try:
-        for index in range(20):
-            kind, job, model, prices, usage = calls[index % len(calls)]
-            cost = price_call(prices, usage)
-            amounts.append(cost.usd if cost.usd is not None else cost.known_usd)
-            store.record(
-                build_row(
-                    run=run,
-                    job=job,
-                    item_id=f"{job}-{index}",
-                    item_key=f"key{index:03d}",
-                    kind=kind,
-                    model=model,
-                    provider=None,
-                    usage=usage,
-                    cost=cost,
-                    charged_at=START + timedelta(hours=index * 2),
-                    latency_seconds=0.2 * (index % 4 + 1),
-                )
+    rows = []
+    for index in range(20):
+        kind, job, model, prices, usage = calls[index % len(calls)]
+        rows.append(
+            build_row(
+                run=run,
+                job=job,
+                item_id=f"{job}-{index}",
+                item_key=f"key{index:03d}",
+                kind=kind,
+                model=model,
+                provider=None,
+                usage=usage,
+                cost=price_call(prices, usage),
+                charged_at=START + timedelta(hours=index * 2),
+                latency_seconds=0.2 * (index % 4 + 1),
             )
+        )
+    return rows
+
+
+def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
+    """A run folder with the sample charges, one commit each; returns every call's USD."""
+    store = CostStore(run_dir / "costs.sqlite")
+    amounts = []
+    try:
+        for row in sample_rows(run):
+            amounts.append(row.cost.usd if row.cost.usd is not None else row.cost.known_usd)
+            store.record(row)
     finally:
         store.close()
     return amounts

@@ -1,0 +1,28 @@
+"""Many rows in one SQLite statement: the rows travel as one JSON array, read with ``json_each``.
+
+``executemany`` runs its statement once per row; for the groups of rows the checkpoint store and
+the cost ledger write, one ``insert ... select ... from json_each(?)`` or ``update ... from
+json_each(?)`` costs about half the CPU (benchmarks/checkpoint_writes.py). Two cases go row by row
+instead: a row or two, where parsing the array costs more than it saves, and text holding a NUL
+character, which SQLite's JSON functions would cut short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+# From this many rows, one statement over a JSON array beats a statement per row.
+JSON_ARRAY_FROM_ROWS = 3
+
+
+def bind_one_by_one(rows: Sequence[Sequence[Any]]) -> bool:
+    """True when ``rows`` should go through ``executemany`` rather than one JSON array."""
+    if len(rows) < JSON_ARRAY_FROM_ROWS:
+        return True
+    return any(isinstance(value, str) and "\0" in value for row in rows for value in row)
+
+
+def json_columns(count: int) -> str:
+    """``j.value ->> 0, ..., j.value ->> count-1``: the columns of each array row, as SQL values."""
+    return ", ".join(f"j.value ->> {index}" for index in range(count))
