@@ -125,8 +125,10 @@ def run(
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again."""
     from relaybatch.manifests import load_items
+    from relaybatch.settings import Settings
 
     load_items(manifest)  # validate before Prefect starts, so bad input fails fast and cleanly
+    Settings(base_url=base_url) if base_url else Settings()  # the same for the RELAYBATCH_* settings
     _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
     import asyncio
 

@@ -31,7 +31,8 @@ def open_client(
     timeouts: ClientTimeouts | None = None,
     routes: RouteSettings | None = None,
 ) -> GatewayClient:
-    """A client for the configured gateway; the caller closes it (``async with``).
+    """A client for the configured gateway; the caller closes it (``async with``). ``retry``,
+    ``timeouts`` and ``routes`` given here win over the settings' own.
 
     Real sockets go through the aiohttp transport (httpx's own pool slows sharply past a few
     dozen connections); the embedded emulator is called in-process through ASGI.
@@ -44,5 +45,11 @@ def open_client(
         assert settings.base_url is not None
         base_url, transport = settings.base_url, aiohttp_transport()
     return GatewayClient(
-        base_url, api_key, transport=transport, limiter=limiter, retry=retry, timeouts=timeouts, routes=routes
+        base_url,
+        api_key,
+        transport=transport,
+        limiter=limiter,
+        retry=retry or settings.retry,
+        timeouts=timeouts or settings.timeouts,
+        routes=routes or settings.routes,
     )

@@ -2,15 +2,24 @@
 
 With no base URL the runner talks to the embedded emulator in-process, so the demo and the
 tests need no server and no exported variables. Pointing it at the real gateway takes
-``RELAYBATCH_BASE_URL`` and ``RELAYBATCH_API_KEY``.
+``RELAYBATCH_BASE_URL`` and ``RELAYBATCH_API_KEY``. The client's timeouts, retry policy and the
+route names the interface leaves open are nested settings, set field by field with a double
+underscore: ``RELAYBATCH_TIMEOUTS__READ=600``, ``RELAYBATCH_RETRY__MAX_ATTEMPTS=8``,
+``RELAYBATCH_ROUTES__PRICING_MAPPING_PARAMETER=platform_id``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from relaybatch.errors import UserError
+from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway.routes import RouteSettings
+from relaybatch.gateway.timeouts import ClientTimeouts
 
 # The key the shipped emulator configuration (configs/emulator.yaml) grants to its demo account.
 EMULATOR_DEMO_KEY = "rb-demo-key"
@@ -19,7 +28,7 @@ EMULATOR_DEMO_KEY = "rb-demo-key"
 class Settings(BaseSettings):
     """Where the gateway is, how to authenticate, and where runs are kept."""
 
-    model_config = SettingsConfigDict(env_prefix="RELAYBATCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="RELAYBATCH_", env_nested_delimiter="__", extra="ignore")
 
     base_url: str | None = Field(
         default=None,
@@ -37,6 +46,25 @@ class Settings(BaseSettings):
         default=None,
         description="Emulator configuration file for the embedded emulator; unset means the shipped default.",
     )
+    timeouts: ClientTimeouts = Field(
+        default_factory=ClientTimeouts,
+        description="Client timeouts in seconds: connect, read, write, pool, image_read, download_read.",
+    )
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy,
+        description="The client's retry policy (max_attempts, base_delay, max_delay, jitter).",
+    )
+    routes: RouteSettings = Field(
+        default_factory=RouteSettings,
+        description="Converter bases and the platform-mapping parameter name, where the interface is open.",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        """Bad values (from the environment, mostly) are a user error naming the variable, not a traceback."""
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise UserError(_settings_problems(error)) from None
 
     @property
     def uses_embedded_emulator(self) -> bool:
@@ -54,3 +82,17 @@ class Settings(BaseSettings):
             "No API key: set RELAYBATCH_API_KEY (the key from the gateway console) "
             "when RELAYBATCH_BASE_URL points at a real gateway."
         )
+
+
+def _settings_problems(error: ValidationError) -> str:
+    """One line per problem, named by the environment variable that sets it."""
+    lines = []
+    for problem in error.errors():
+        name = "RELAYBATCH_" + "__".join(str(part) for part in problem["loc"]).upper()
+        given = problem.get("input")
+        if isinstance(given, dict):
+            # A check across a nested setting's fields: name the variables that were set.
+            name = ", ".join(f"{name}__{key.upper()}={value}" for key, value in given.items()) or name
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"setting {name}: {message}")
+    return "; ".join(lines) + " (fix or unset the variable)"
