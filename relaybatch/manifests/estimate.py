@@ -2,7 +2,10 @@
 
 Nothing billed is sent: the only calls are GET /v1/models/pricing, one per model. The estimate is a
 guide, not a quote: tokens are text length / 4, output is the request's max tokens (or a default),
-images and video follow n, quality, size and seconds. Money stays Decimal throughout.
+images and video follow n, quality, size and seconds. A call whose prompt comes out above 200k
+tokens is priced at the model's over-200k tier, where it publishes one, as the gateway bills it.
+Cache discounts are not assumed: which prompts will hit a cache is not known before the run, so
+the estimate errs on the side of spending less than it says. Money stays Decimal throughout.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from typing import Any
 from relaybatch.manifests.items import Item
 
 CHARS_PER_TOKEN = 4
+# The gateway's tier boundary: a call with more prompt tokens than this is billed at the
+# `tiers.over_200k` rates (the same figure as relaybatch.costs.price.TIER_THRESHOLD_TOKENS).
+TIER_THRESHOLD_TOKENS = 200_000
 # When a request sets no output cap, assume this many output tokens (an upper-side guess).
 DEFAULT_OUTPUT_TOKENS = 1024
 # A rough token count for one inline input image (about a 1024x1024 picture on most vendors).
@@ -44,6 +50,9 @@ class Units:
     output_image_tokens: int = 0
     images: int = 0
     video_seconds: int = 0
+    # The part of input_tokens and output_tokens that belongs to calls over the 200k tier.
+    over_200k_input_tokens: int = 0
+    over_200k_output_tokens: int = 0
 
     def add(self, other: Units) -> None:
         for name in self.__dataclass_fields__:
@@ -118,6 +127,9 @@ def units_of(item: Item) -> Units:
         units.input_images = _inline_images(
             request.get("messages") or request.get("input") or request.get("contents")
         )
+        if units.input_tokens > TIER_THRESHOLD_TOKENS:
+            units.over_200k_input_tokens = units.input_tokens
+            units.over_200k_output_tokens = units.output_tokens
     elif kind == "image":
         count = int(request.get("n", 1))
         units.images = count
@@ -173,9 +185,14 @@ def price_units(kind: str, units: Units, pricing: Mapping[str, Any] | None) -> D
         return (prompt or Decimal(0)) * units.input_tokens + output_image * units.output_image_tokens
     if prompt is None or completion is None:
         return None
+    # The tier lists only the rates that change; the others stay at the base rate.
+    tier_prompt = _price(pricing, "tiers", "over_200k", "text", "prompt") or prompt
+    tier_completion = _price(pricing, "tiers", "over_200k", "text", "completion") or completion
     return (
-        prompt * units.input_tokens
-        + completion * units.output_tokens
+        prompt * (units.input_tokens - units.over_200k_input_tokens)
+        + tier_prompt * units.over_200k_input_tokens
+        + completion * (units.output_tokens - units.over_200k_output_tokens)
+        + tier_completion * units.over_200k_output_tokens
         + (input_image or prompt) * units.input_images * INPUT_IMAGE_TOKENS
         + (output_image or completion) * units.output_image_tokens
     )

@@ -87,3 +87,37 @@ async def test_estimate_asks_once_per_model_and_notes_missing_prices() -> None:
     )
     assert second.usd is None and plan.notes == ["gone: no price (LookupError: no pricing for gone)"]
     assert plan.total_usd == first.usd
+
+
+def test_a_prompt_over_200k_tokens_is_priced_at_the_tier() -> None:
+    from relaybatch.costs import TIER_THRESHOLD_TOKENS
+    from relaybatch.manifests.estimate import TIER_THRESHOLD_TOKENS as ESTIMATE_THRESHOLD
+
+    assert ESTIMATE_THRESHOLD == TIER_THRESHOLD_TOKENS
+    tiered = {
+        **TOKEN_PRICES,
+        "tiers": {"over_200k": {"text": {"prompt": "0.000002"}}},  # completion unchanged: base rate
+    }
+    long = _item(
+        "chat", {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 800_004}]}
+    )
+    short = _item(
+        "chat", {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 800_000}]}
+    )
+    over, at = units_of(long), units_of(short)
+    assert (over.input_tokens, over.over_200k_input_tokens, over.over_200k_output_tokens) == (
+        200_001,
+        200_001,
+        10,
+    )
+    assert (at.input_tokens, at.over_200k_input_tokens) == (200_000, 0)
+    assert price_units("chat", over, tiered) == Decimal("0.000002") * 200_001 + Decimal("0.000004") * 10
+    assert price_units("chat", at, tiered) == Decimal("0.000001") * 200_000 + Decimal("0.000004") * 10
+    # Summed with a short call, each keeps its own rate; without a tier the base rate applies.
+    both = Units()
+    both.add(over)
+    both.add(at)
+    assert price_units("chat", both, tiered) == price_units("chat", over, tiered) + price_units(
+        "chat", at, tiered
+    )
+    assert price_units("chat", over, TOKEN_PRICES) == Decimal("0.000001") * 200_001 + Decimal("0.000004") * 10
