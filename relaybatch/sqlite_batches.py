@@ -1,4 +1,10 @@
-"""Many rows in one SQLite statement: the rows travel as one JSON array, read with ``json_each``.
+"""Writing groups of rows to SQLite: one transaction per group, and many rows per statement.
+
+The stores open their connections in autocommit mode (``isolation_level=None``), where Python's
+``with connection:`` begins no transaction and every statement commits on its own: ``transaction``
+is the explicit ``BEGIN IMMEDIATE ... COMMIT`` a group needs to be all or nothing.
+
+Within a group, rows travel as one JSON array, read with ``json_each``.
 
 ``executemany`` runs its statement once per row; for the groups of rows the checkpoint store and
 the cost ledger write, one ``insert ... select ... from json_each(?)`` or ``update ... from
@@ -9,11 +15,25 @@ character, which SQLite's JSON functions would cut short.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 # From this many rows, one statement over a JSON array beats a statement per row.
 JSON_ARRAY_FROM_ROWS = 3
+
+
+@contextlib.contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """Statements inside are committed together on exit, or rolled back together on an error."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
 
 
 def bind_one_by_one(rows: Sequence[Sequence[Any]]) -> bool:

@@ -26,7 +26,7 @@ import sqlite_utils
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
-from relaybatch.sqlite_batches import bind_one_by_one, json_columns
+from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
 
 MONEY = pa.decimal128(38, 18)
 EXPORT_BATCH_ROWS = 10_000
@@ -218,17 +218,11 @@ class CostStore:
         if not rows:
             return
         values = [[record[name] for name in _COLUMN_NAMES] for record in map(flat_record, rows)]
-        # The connection is in autocommit mode, where ``with conn:`` would begin no transaction.
-        self.db.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.db.conn):
             if bind_one_by_one(values):
                 self.db.conn.executemany(_UPSERT_SQL, values)
             else:
                 self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [json.dumps(values)])
-        except BaseException:
-            self.db.conn.execute("ROLLBACK")
-            raise
-        self.db.conn.execute("COMMIT")
 
     def records(self) -> Iterator[dict[str, Any]]:
         cursor = self.db.conn.execute("select * from charges order by charged_at, id")

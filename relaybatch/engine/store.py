@@ -13,7 +13,6 @@ log of every transition).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import sqlite3
@@ -39,7 +38,7 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.manifests import Item
-from relaybatch.sqlite_batches import bind_one_by_one
+from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
 
 __all__ = [
     "CANCELLED",
@@ -162,23 +161,6 @@ class CheckpointStore:
     def close(self) -> None:
         self.db.conn.close()
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One transaction around several statements, committed on exit, rolled back on error.
-
-        The connection is in autocommit mode (``isolation_level=None``), where ``with conn:``
-        starts no transaction and every statement commits on its own: a crash between two of them
-        would leave half a group, and each commit costs its own WAL frame and lock round trip.
-        """
-        connection = self.db.conn
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-
     # -- the run ----------------------------------------------------------------------------
 
     def run_settings(self) -> dict[str, Any]:
@@ -198,7 +180,7 @@ class CheckpointStore:
 
     def record_stop(self, reason: str | None) -> None:
         """Remember why the last execution stopped early (None: it finished)."""
-        with self._transaction():
+        with transaction(self.db.conn):
             if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
                 self.db.execute(
                     "insert into runs (name, created_at, updated_at) values (?, ?, ?)",
@@ -220,7 +202,7 @@ class CheckpointStore:
         item (see ``apply``)."""
         stamp = now_text()
         added = 0
-        with self._transaction():
+        with transaction(self.db.conn):
             for chunk in _chunks(items, ADD_CHUNK_ROWS):
                 rows = [
                     [
@@ -243,9 +225,8 @@ class CheckpointStore:
                 else:
                     cursor = self.db.conn.execute(
                         "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                        "state, attempts, created_at, updated_at) select j.value ->> 0, "
-                        "j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, "
-                        "j.value ->> 6, ?, 0, ?, ? from json_each(?) as j order by j.key",
+                        f"state, attempts, created_at, updated_at) select {json_columns(7)}, ?, 0, ?, ? "
+                        "from json_each(?) as j order by j.key",
                         [PENDING, stamp, stamp, json.dumps(rows)],
                     )
                 added += cursor.rowcount
@@ -272,7 +253,7 @@ class CheckpointStore:
             if unknown:
                 raise ValueError(f"cannot set {sorted(unknown)} on an item")
         stamp = now_text()
-        with self._transaction():
+        with transaction(self.db.conn):
             for segment in _segments_with_distinct_keys(changes):
                 self._apply_segment(segment, stamp)
             events = [[change.key, change.state, change.detail] for change in changes]
