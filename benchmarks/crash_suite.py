@@ -43,12 +43,17 @@ def main() -> int:
         )
         with served_emulator(config_with(demo_key=KEY)) as emulator:
             baseline_started = time.monotonic()
-            run_to_end(manifest, root / "baseline", runner_env(emulator, KEY))
+            baseline = run_to_end(manifest, root / "baseline", runner_env(emulator, KEY))
             print(f"uninterrupted run: {time.monotonic() - baseline_started:.1f} s", flush=True)
         with served_emulator(config_with(demo_key=KEY)) as emulator:
             environment = runner_env(emulator, KEY)
             campaign = crash_campaign(
-                manifest, root / "crashed", environment, seed=args.seed, kills=args.kills
+                manifest,
+                root / "crashed",
+                environment,
+                seed=args.seed,
+                kills=args.kills,
+                engine_seconds=baseline["engine_seconds"],
             )
             problems, states = verify(root / "crashed", emulator, root / "baseline", expected)
             charges = len(emulator.state.ledger)

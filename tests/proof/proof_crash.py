@@ -115,13 +115,13 @@ def store_states(run_dir: Path) -> Counter[str]:
         connection.close()
 
 
-def _kill_plan(rng: random.Random, states: Counter[str]) -> tuple[str | None, float]:
+def _kill_plan(rng: random.Random, states: Counter[str], longest_delay: float) -> tuple[str | None, float]:
     """A hook point and its occurrence, or a timer delay; hook points fit the work that is left."""
     pending = states.get("pending", 0) if states else 1
     remote = states.get("submitted", 0) + states.get("polling", 0)
     # Near the end a hook point may never be reached again (the run would finish unkilled): use timers.
     if rng.random() < 0.5 or (pending < 4 and remote == 0):
-        return None, rng.uniform(0.0, 0.4)
+        return None, rng.uniform(0.0, longest_delay)
     points = (SUBMIT_POINTS * 2 if pending >= 4 else []) + (POLL_POINTS if remote else [])
     return f"{rng.choice(points or SUBMIT_POINTS)}:1", 0.0
 
@@ -158,12 +158,26 @@ def _one_attempt(
 
 
 def crash_campaign(
-    manifest: Path, run_dir: Path, environment: dict[str, str], *, seed: int, kills: int
+    manifest: Path,
+    run_dir: Path,
+    environment: dict[str, str],
+    *,
+    seed: int,
+    kills: int,
+    engine_seconds: float,
 ) -> Campaign:
-    """Kill the runner ``kills`` times at seeded random points, then let it finish."""
+    """Kill the runner ``kills`` times at seeded random points, then let it finish.
+
+    ``engine_seconds`` is how long the engine took uninterrupted (``run_to_end``'s summary):
+    timer kills fall within the first ``engine_seconds / kills`` seconds of an execution, so
+    the timers together consume about half the work on a fast machine as on a slow one, and
+    the run is still unfinished after ``kills`` kills (a fixed delay let a quiet machine finish
+    the whole manifest after three kills).
+    """
     rng, campaign, started = random.Random(seed), Campaign(), time.monotonic()
+    longest_delay = max(0.02, engine_seconds / kills)
     while campaign.kills < kills:
-        hook, delay = _kill_plan(rng, store_states(run_dir))
+        hook, delay = _kill_plan(rng, store_states(run_dir), longest_delay)
         if _one_attempt(manifest, run_dir, environment, hook, delay):
             campaign.kills += 1
             if hook:

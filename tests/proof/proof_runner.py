@@ -7,7 +7,8 @@ hits the engine itself and a restart costs a process start, not a Prefect server
 ``PROOF_CRASH_AT=point:n`` makes the runner SIGKILL itself at the n-th time the engine reaches
 that hook point (sending_committed, answered, result_committed, poll_sending, poll_answered,
 poll_committed): precise kills between two steps that a timer would rarely hit. It prints
-``executing`` when the engine starts and one JSON line with the counts when it ends.
+``executing`` when the engine starts and one JSON line with the counts (and the seconds since
+``executing``) when it ends.
 
     python tests/proof/proof_runner.py MANIFEST RUN_DIR   (RELAYBATCH_BASE_URL / _API_KEY set)
 """
@@ -19,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -71,6 +73,7 @@ async def run(manifest: Path, run_dir: Path) -> dict[str, object]:
         )
         limiter = AdaptiveTokenBucket(None)
         print("executing", flush=True)
+        started = time.monotonic()
         async with (
             open_client(Settings(), limiter) as client,
             spend_guard_for_run(store, client, budgets=budgets_from_manifest(opened)) as guard,
@@ -85,7 +88,12 @@ async def run(manifest: Path, run_dir: Path) -> dict[str, object]:
             )
         await limiter.aclose()
         export_results(store, run_dir / "results")
-        return {"counts": summary.counts, "sent": summary.sent, "stopped": summary.stopped}
+        return {
+            "counts": summary.counts,
+            "sent": summary.sent,
+            "stopped": summary.stopped,
+            "engine_seconds": time.monotonic() - started,
+        }
     finally:
         store.close()
 

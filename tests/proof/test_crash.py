@@ -20,10 +20,15 @@ def test_kill_nine_at_twenty_points_loses_nothing_and_pays_once(tmp_path: Path) 
     manifest = mixed_manifest(tmp_path, copies=5)
     expected = len(load_items(manifest))
     with served_emulator(config_with(demo_key=KEY)) as emulator:
-        run_to_end(manifest, tmp_path / "baseline", runner_env(emulator, KEY))
+        baseline = run_to_end(manifest, tmp_path / "baseline", runner_env(emulator, KEY))
     with served_emulator(config_with(demo_key=KEY)) as emulator:
         campaign = crash_campaign(
-            manifest, tmp_path / "crashed", runner_env(emulator, KEY), seed=SEED, kills=KILLS
+            manifest,
+            tmp_path / "crashed",
+            runner_env(emulator, KEY),
+            seed=SEED,
+            kills=KILLS,
+            engine_seconds=baseline["engine_seconds"],
         )
         problems, states = verify(tmp_path / "crashed", emulator, tmp_path / "baseline", expected)
 
