@@ -23,9 +23,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from relaybatch.emulator.clock import rfc3339
+from relaybatch.emulator.codecs.fast_json import JSONResponse
 from relaybatch.emulator.config import FaultsConfig
 from relaybatch.emulator.errors import error_response
-from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.faults import FaultSyntaxError
 from relaybatch.emulator.state import Account, EmulatorState
 

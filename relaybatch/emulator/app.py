@@ -1,13 +1,13 @@
 """The emulator's ASGI app: a local Model Relay Gateway that the runner and the official SDKs talk to.
 
-Routes come from small modules, each exposing ``routes() -> list[Route]``; the media package
-(``relaybatch.emulator.media``) adds its own the same way. ``GatewayMiddleware`` applies the
-request log, rate limits and faults to every public route, so route modules never do.
+Routes come from one package per kind of work, each exposing ``routes() -> list[Route]``: the
+catalog, the text families, media (images, video), typed judgment, web search and the admin API.
+``GatewayMiddleware`` applies the request log, rate limits and faults to every public route, so
+route modules never do.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from starlette.applications import Starlette
@@ -15,8 +15,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
 
+from relaybatch.emulator import judgment, media, search, text
 from relaybatch.emulator.admin import routes as admin_routes
 from relaybatch.emulator.catalog import routes as catalog_routes
 from relaybatch.emulator.clock import Clock
@@ -24,23 +24,6 @@ from relaybatch.emulator.config import EmulatorConfig, load_config
 from relaybatch.emulator.errors import shape_for_path, shaped_error
 from relaybatch.emulator.middleware import GatewayMiddleware
 from relaybatch.emulator.state import EmulatorState
-from relaybatch.emulator.text_routes import routes as text_routes
-
-# Route modules of other parts, included when importable (the media package is built separately).
-OPTIONAL_ROUTE_MODULES = ("relaybatch.emulator.media",)
-
-
-def _optional_routes() -> list[BaseRoute]:
-    routes: list[BaseRoute] = []
-    for module_name in OPTIONAL_ROUTE_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        provider = getattr(module, "routes", None)
-        if callable(provider):
-            routes.extend(provider())
-    return routes
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -62,8 +45,10 @@ def create_app(config: EmulatorConfig | None = None, *, clock: Clock | None = No
     """Build an emulator app; each app has its own state, so tests never share accounts or logs."""
     routes: list[Any] = [
         *catalog_routes(),
-        *text_routes(),
-        *_optional_routes(),
+        *text.routes(),
+        *media.routes(),
+        *judgment.routes(),
+        *search.routes(),
         *admin_routes(),
     ]
     app = Starlette(

@@ -9,9 +9,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from relaybatch.emulator.auth import authenticate
+from relaybatch.emulator.codecs.fast_json import JSONResponse
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.errors import error_response
-from relaybatch.emulator.fast_json import JSONResponse
 from relaybatch.emulator.prices import PriceProblem, choose_price
 from relaybatch.emulator.state import EmulatorState
 

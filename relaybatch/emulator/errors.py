@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from relaybatch.emulator.fast_json import JSONResponse
+from relaybatch.emulator.codecs.fast_json import JSONResponse
 
 
 class ErrorShape(Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relaybatch.emulator import fast_json
+from relaybatch.emulator.codecs import fast_json
 
 
 class BadRequest(ValueError):

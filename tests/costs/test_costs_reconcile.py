@@ -23,7 +23,7 @@ from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import load_spend
 from relaybatch.costs.run import spend_guard_for_run
 from relaybatch.emulator import create_app, load_config
-from relaybatch.emulator.synth import TOKENS_PER_TURN
+from relaybatch.emulator.text.synth import TOKENS_PER_TURN
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
 from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -10,9 +11,7 @@ from starlette.applications import Starlette
 
 from relaybatch.emulator import EmulatorConfig, EmulatorState, create_app, load_config
 from relaybatch.emulator.clock import Clock
-
-# A fixed start, so rate-limit windows and timestamps only move when a test advances the clock.
-START = 1_800_000_000.0
+from tests.emulator.emulator_http import START, AppFactory
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +21,22 @@ def shipped_config() -> EmulatorConfig:
 
 
 @pytest.fixture
-def app(shipped_config: EmulatorConfig) -> Starlette:
-    return create_app(shipped_config, clock=Clock(start=START))
+def make_app(shipped_config: EmulatorConfig) -> AppFactory:
+    """An app from the shipped config, with optional ``media:`` settings, on a frozen clock."""
+
+    def build(media: dict[str, Any] | None = None) -> Starlette:
+        # A deep copy: a test may change prices, and the next test must see the shipped ones.
+        config = shipped_config.model_copy(deep=True)
+        if media is not None:
+            config = config.model_copy(update={"media": media})
+        return create_app(config, clock=Clock(start=START))
+
+    return build
+
+
+@pytest.fixture
+def app(make_app: AppFactory) -> Starlette:
+    return make_app()
 
 
 @pytest.fixture

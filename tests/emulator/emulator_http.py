@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from starlette.applications import Starlette
+
+from relaybatch.emulator.state import EmulatorState
+
 DEMO_KEY = "rb-demo-key"
+OTHER_KEY = "rb-standard-key"  # a second account, for "another account's id" checks
+EMPTY_KEY = "rb-empty-key"  # balance 0: every billed call is refused
 REVOKED_KEY = "rb-revoked-key"
+RESTRICTED_KEY = "rb-restricted-key"  # may call chat models only
+# A fixed start, so rate-limit windows and timestamps only move when a test advances the clock.
+START = 1_800_000_000.0
+
+# make_app(media=None) -> a fresh app from the shipped config (tests/emulator/conftest.py).
+AppFactory = Callable[..., Starlette]
 
 
 def bearer(key: str = DEMO_KEY) -> dict[str, str]:
@@ -49,3 +62,7 @@ def sse_data(body: str) -> list[Any]:
 
 def sse_events(body: str) -> list[str]:
     return [line[len("event: ") :] for line in body.splitlines() if line.startswith("event: ")]
+
+
+def charges(state: EmulatorState, route: str) -> list[Any]:
+    return [charge for charge in state.ledger if charge.route == route]

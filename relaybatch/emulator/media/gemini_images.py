@@ -23,10 +23,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from relaybatch.emulator.codecs.images import render_image
 from relaybatch.emulator.config import ModelConfig
-from relaybatch.emulator.media.common import SAFETY_TRIGGER, has_trigger
-from relaybatch.emulator.media.image_codec import render_image
-from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.media.store import SAFETY_TRIGGER, has_trigger
+from relaybatch.emulator.problems import InvalidRequest
 
 ASPECT_RATIOS = ("1:1", "2:3", "3:2", "3:4", "4:3", "9:16", "16:9", "21:9")
 IMAGE_SIZES = ("1K", "2K", "4K")
@@ -60,11 +60,11 @@ class _Prompt:
 def _last_user_prompt(body: dict[str, Any]) -> _Prompt:
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
-        raise InvalidMediaRequest("'contents' must be a non-empty array of turns", param="contents")
+        raise InvalidRequest("'contents' must be a non-empty array of turns", param="contents")
     turn = contents[-1]
     parts = turn.get("parts") if isinstance(turn, dict) else None
     if not isinstance(parts, list) or not parts:
-        raise InvalidMediaRequest("the last turn must have a non-empty 'parts' array", param="contents")
+        raise InvalidRequest("the last turn must have a non-empty 'parts' array", param="contents")
     texts, images = [], 0
     for part in parts:
         if isinstance(part, dict) and isinstance(part.get("text"), str):
@@ -73,23 +73,21 @@ def _last_user_prompt(body: dict[str, Any]) -> _Prompt:
             _check_inline(part["inlineData"])
             images += 1
         else:
-            raise InvalidMediaRequest(
-                "each part needs 'text' or 'inlineData{mimeType,data}'", param="contents"
-            )
+            raise InvalidRequest("each part needs 'text' or 'inlineData{mimeType,data}'", param="contents")
     return _Prompt("\n".join(texts), images)
 
 
 def _check_inline(inline: dict[str, Any]) -> None:
     mime = inline.get("mimeType")
     if mime not in INPUT_MIME_TYPES:
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"unsupported inlineData mimeType {mime!r}; image models take {', '.join(INPUT_MIME_TYPES)}",
             param="contents",
         )
     try:
         base64.b64decode(str(inline.get("data", "")), validate=True)
     except binascii.Error:
-        raise InvalidMediaRequest("inlineData.data is not valid base64", param="contents") from None
+        raise InvalidRequest("inlineData.data is not valid base64", param="contents") from None
 
 
 def _allowed(model: ModelConfig, option: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -99,17 +97,17 @@ def _allowed(model: ModelConfig, option: str, default: tuple[str, ...]) -> tuple
 def _image_config(model: ModelConfig, config: dict[str, Any]) -> tuple[str, str]:
     image_config = config.get("imageConfig") or {}
     if not isinstance(image_config, dict):
-        raise InvalidMediaRequest("generationConfig.imageConfig must be an object")
+        raise InvalidRequest("generationConfig.imageConfig must be an object")
     ratios = _allowed(model, "aspect_ratios", ASPECT_RATIOS)
     sizes = _allowed(model, "image_sizes", IMAGE_SIZES)
     ratio = image_config.get("aspectRatio", "1:1")
     if ratio not in ratios:
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"imageConfig.aspectRatio {ratio!r} is not accepted by {model.id}; use one of {', '.join(ratios)}"
         )
     size = image_config.get("imageSize", sizes[0])
     if size not in sizes:
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"imageConfig.imageSize {size!r} is not accepted by {model.id}; use one of {', '.join(sizes)}"
         )
     return ratio, size
@@ -118,11 +116,11 @@ def _image_config(model: ModelConfig, config: dict[str, Any]) -> tuple[str, str]
 def _modalities(config: dict[str, Any]) -> set[str]:
     raw = config.get("responseModalities", list(MODALITIES))
     if not isinstance(raw, list) or not raw:
-        raise InvalidMediaRequest("generationConfig.responseModalities must be a non-empty array")
+        raise InvalidRequest("generationConfig.responseModalities must be a non-empty array")
     values = {str(value).upper() for value in raw}
     unknown = values - set(MODALITIES)
     if unknown:
-        raise InvalidMediaRequest(f"unsupported responseModalities value {sorted(unknown)[0]!r}")
+        raise InvalidRequest(f"unsupported responseModalities value {sorted(unknown)[0]!r}")
     return values
 
 
@@ -139,10 +137,10 @@ def _tokens(text: str) -> int:
 
 
 def plan_image_reply(model: ModelConfig, body: dict[str, Any], *, max_edge: int = 256) -> ImageReplyPlan:
-    """The answer of an image model to a generate-content body; raises InvalidMediaRequest."""
+    """The answer of an image model to a generate-content body; raises InvalidRequest."""
     config = body.get("generationConfig") or {}
     if not isinstance(config, dict):
-        raise InvalidMediaRequest("generationConfig must be an object")
+        raise InvalidRequest("generationConfig must be an object")
     prompt = _last_user_prompt(body)
     ratio, size = _image_config(model, config)
     modalities = _modalities(config)

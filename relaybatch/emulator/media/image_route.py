@@ -13,19 +13,9 @@ from starlette.responses import Response
 
 from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.billing import TokenCounts, generation_cost, token_cost
+from relaybatch.emulator.codecs.images import render_dimensions, render_image
 from relaybatch.emulator.config import ModelConfig
-from relaybatch.emulator.media.common import (
-    SAFETY_TRIGGER,
-    emulator_state,
-    has_trigger,
-    invalid,
-    json_object,
-    media_store,
-    missing_price,
-    resolve_model,
-)
-from relaybatch.emulator.media.image_codec import render_dimensions, render_image
-from relaybatch.emulator.media.images import (
+from relaybatch.emulator.media.image_rules import (
     ImageModelTraits,
     ImageRequest,
     image_seed,
@@ -34,8 +24,17 @@ from relaybatch.emulator.media.images import (
     validate_image_request,
 )
 from relaybatch.emulator.media.padding import padded_json_response
-from relaybatch.emulator.media.problems import InvalidMediaRequest
-from relaybatch.emulator.media.settings import MediaSettings
+from relaybatch.emulator.media.store import SAFETY_TRIGGER, has_trigger
+from relaybatch.emulator.problems import InvalidRequest
+from relaybatch.emulator.route_common import (
+    emulator_state,
+    invalid,
+    json_object,
+    missing_price,
+    resolve_model,
+    route_settings,
+)
+from relaybatch.emulator.route_settings import RouteSettings
 from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
 
 ROUTE = "/v1/images/generations"
@@ -59,15 +58,15 @@ def image_cost(pricing: dict[str, Any], request: ImageRequest, usage: dict[str, 
     return token_cost(pricing, counts)
 
 
-def upstream_latency(request: Request, model: ModelConfig, settings: MediaSettings) -> float:
+def upstream_latency(request: Request, model: ModelConfig, settings: RouteSettings) -> float:
     header = request.headers.get(UPSTREAM_LATENCY_HEADER)
     if header is not None:
         try:
             value = float(header)
         except ValueError:
-            raise InvalidMediaRequest(f"{UPSTREAM_LATENCY_HEADER} must be a number of seconds") from None
+            raise InvalidRequest(f"{UPSTREAM_LATENCY_HEADER} must be a number of seconds") from None
         if value < 0:
-            raise InvalidMediaRequest(f"{UPSTREAM_LATENCY_HEADER} must not be negative")
+            raise InvalidRequest(f"{UPSTREAM_LATENCY_HEADER} must not be negative")
         return value
     return float(model.options.get("upstream_seconds", settings.images.upstream_seconds))
 
@@ -103,13 +102,13 @@ def _image_body(
 
 
 async def _accepted(
-    request: Request, state: EmulatorState, account: Account, settings: MediaSettings
+    request: Request, state: EmulatorState, account: Account, settings: RouteSettings
 ) -> tuple[ModelConfig, ImageModelTraits, ImageRequest, float]:
-    """Model, its traits, the validated request and the upstream latency; or InvalidMediaRequest."""
+    """Model, its traits, the validated request and the upstream latency; or InvalidRequest."""
     body = await json_object(request)
     model = resolve_model(state, account, body.get("model"), ("image",), ROUTE)
     if model.type_target == "gemini":
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"model '{model.id}' is not served by {ROUTE}: generate-content image models "
             f"generate through POST /v1beta/models/{model.id}:generateContent",
             param="model",
@@ -121,7 +120,7 @@ async def _accepted(
     latency = upstream_latency(request, model, settings)
     if has_trigger(image_request.prompt, SAFETY_TRIGGER):
         # The public analogue refuses such prompts with a 400 before any work, free of charge.
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             "your request was rejected by the safety system (moderation_blocked)", param="prompt"
         )
     return model, traits, image_request, latency
@@ -132,10 +131,10 @@ async def images_generations(request: Request) -> Response:
     if isinstance(account, Response):
         return account
     state = emulator_state(request)
-    settings = media_store(request).settings
+    settings = route_settings(request)
     try:
         model, traits, image_request, latency = await _accepted(request, state, account, settings)
-    except InvalidMediaRequest as problem:
+    except InvalidRequest as problem:
         return invalid(problem)
     pricing = state.price_for(model.id)
     if pricing is None:

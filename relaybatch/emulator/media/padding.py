@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.responses import Response, StreamingResponse
 
-from relaybatch.emulator.media.settings import PaddingSettings
+from relaybatch.emulator.route_settings import PaddingSettings
 
 
 async def _upstream(produce: Callable[[], Awaitable[bytes]], latency: float) -> bytes:

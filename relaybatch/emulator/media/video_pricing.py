@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from relaybatch.emulator.billing import generation_cost
-from relaybatch.emulator.media.problems import InvalidMediaRequest
+from relaybatch.emulator.problems import InvalidRequest
 
 AUDIO_FIELD = "audio"
 
@@ -21,13 +21,13 @@ def wants_audio(body: dict[str, Any]) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise InvalidMediaRequest("'audio' must be true or false", param=AUDIO_FIELD)
+        raise InvalidRequest("'audio' must be true or false", param=AUDIO_FIELD)
     return value
 
 
 def video_quote(pricing: dict[str, Any], model_id: str, seconds: int, *, with_audio: bool) -> Decimal:
-    """USD for ``seconds`` of video; raises InvalidMediaRequest when audio is asked of a silent model."""
+    """USD for ``seconds`` of video; raises InvalidRequest when audio is asked of a silent model."""
     video = (pricing.get("generation") or {}).get("video") or {}
     if with_audio and video.get("per_second_with_audio") is None:
-        raise InvalidMediaRequest(f"model '{model_id}' has no audio track option", param=AUDIO_FIELD)
+        raise InvalidRequest(f"model '{model_id}' has no audio track option", param=AUDIO_FIELD)
     return generation_cost(pricing, video_seconds=seconds, with_audio=with_audio)

@@ -26,22 +26,20 @@ from starlette.responses import JSONResponse, Response
 
 from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.clock import rfc3339
+from relaybatch.emulator.codecs.mp4 import build_mp4
 from relaybatch.emulator.errors import error_response
-from relaybatch.emulator.media.common import (
-    CANCEL_TRIGGER,
-    FAIL_TRIGGER,
+from relaybatch.emulator.media.store import CANCEL_TRIGGER, FAIL_TRIGGER, has_trigger, media_store
+from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
+from relaybatch.emulator.problems import InvalidRequest
+from relaybatch.emulator.route_common import (
     emulator_state,
-    has_trigger,
     invalid,
     json_object,
-    media_store,
     missing_price,
     new_id,
     resolve_model,
+    route_settings,
 )
-from relaybatch.emulator.media.problems import InvalidMediaRequest
-from relaybatch.emulator.media.video_files import build_mp4
-from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
 from relaybatch.emulator.state import EmulatorState, request_body_hash
 
 ROUTE = "/v1/videos/generations"
@@ -132,7 +130,7 @@ class VideoTask:
 def _choice(body: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
     value = default if body.get(name) is None else body[name]
     if value not in allowed:
-        raise InvalidMediaRequest(f"'{name}' must be one of {', '.join(allowed)}; got {value!r}", param=name)
+        raise InvalidRequest(f"'{name}' must be one of {', '.join(allowed)}; got {value!r}", param=name)
     return str(value)
 
 
@@ -142,37 +140,37 @@ def _check_url(body: dict[str, Any]) -> None:
         return
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or not ((parts.scheme in ("http", "https") and parts.netloc) or parts.scheme == "data"):
-        raise InvalidMediaRequest("'image_url' must be an http(s) URL or a data URL", param="image_url")
+        raise InvalidRequest("'image_url' must be an http(s) URL or a data URL", param="image_url")
 
 
 def validate_v1_body(body: dict[str, Any]) -> V1Request:
     for name in V2_ONLY_FIELDS:
         if body.get(name) is not None:
-            raise InvalidMediaRequest(
+            raise InvalidRequest(
                 f"field '{name}' belongs to the V2 video schema (/v2/videos); "
                 "legacy V1 bodies do not take it",
                 param=name,
             )
     unknown = sorted({name for name, value in body.items() if value is not None} - V1_FIELDS)
     if unknown:
-        raise InvalidMediaRequest(f"unknown field '{unknown[0]}' for legacy V1 video", param=unknown[0])
+        raise InvalidRequest(f"unknown field '{unknown[0]}' for legacy V1 video", param=unknown[0])
     prompt = body.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
-        raise InvalidMediaRequest("'prompt' is required and must be a non-empty string", param="prompt")
+        raise InvalidRequest("'prompt' is required and must be a non-empty string", param="prompt")
     # A JSON null means "not given", as clients that serialise optional fields send it.
     seconds = DEFAULT_SECONDS if body.get("seconds") is None else body["seconds"]
     low, high = SECONDS_RANGE
     if isinstance(seconds, str):
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             "'seconds' is an integer in legacy V1 (string seconds are the V2 form)", param="seconds"
         )
     if isinstance(seconds, bool) or not isinstance(seconds, int) or not low <= seconds <= high:
-        raise InvalidMediaRequest(f"'seconds' must be an integer from {low} to {high}", param="seconds")
+        raise InvalidRequest(f"'seconds' must be an integer from {low} to {high}", param="seconds")
     for name in ("negative_prompt",):
         if body.get(name) is not None and not isinstance(body[name], str):
-            raise InvalidMediaRequest(f"'{name}' must be a string", param=name)
+            raise InvalidRequest(f"'{name}' must be a string", param=name)
     if body.get("seed") is not None and (isinstance(body["seed"], bool) or not isinstance(body["seed"], int)):
-        raise InvalidMediaRequest("'seed' must be an integer", param="seed")
+        raise InvalidRequest("'seed' must be an integer", param="seed")
     _check_url(body)
     return V1Request(
         prompt=prompt,
@@ -185,7 +183,7 @@ def validate_v1_body(body: dict[str, Any]) -> V1Request:
 def _refuse_v2_model(state: EmulatorState, model_id: Any) -> None:
     model = state.model(model_id) if isinstance(model_id, str) else None
     if model is not None and model.kind == "video":
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"model '{model_id}' is a V2 video model: use POST /v2/videos with the V2 body", param="model"
         )
 
@@ -210,13 +208,13 @@ async def create_task(request: Request) -> Response:
         if pricing is None:
             return missing_price(model.id)
         cost: Decimal = video_quote(pricing, model.id, v1_request.seconds, with_audio=with_audio)
-    except InvalidMediaRequest as problem:
+    except InvalidRequest as problem:
         return invalid(problem)
     usage = {"seconds": v1_request.seconds, "with_audio": with_audio}
     refused = state.charge(account, ROUTE, model.id, cost, usage, request_body_hash(request))
     if refused is not None:
         return refused
-    settings = store.settings.video
+    settings = route_settings(request).video
     task = VideoTask(
         id=new_id("gen-"),
         account=account.name,

@@ -25,23 +25,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from relaybatch.emulator.auth import authenticate
+from relaybatch.emulator.codecs.images import ImageFormat, render_image
+from relaybatch.emulator.codecs.mp4 import build_mp4
 from relaybatch.emulator.errors import error_response
-from relaybatch.emulator.media.common import (
-    FAIL_TRIGGER,
+from relaybatch.emulator.media.store import FAIL_TRIGGER, has_trigger, media_store
+from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
+from relaybatch.emulator.problems import InvalidRequest
+from relaybatch.emulator.route_common import (
     emulator_state,
-    has_trigger,
     invalid,
     json_object,
-    media_store,
     missing_price,
     new_id,
     resolve_model,
+    route_settings,
 )
-from relaybatch.emulator.media.image_codec import ImageFormat, render_image
-from relaybatch.emulator.media.problems import InvalidMediaRequest
-from relaybatch.emulator.media.settings import VideoSettings
-from relaybatch.emulator.media.video_files import build_mp4
-from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
+from relaybatch.emulator.route_settings import VideoSettings
 from relaybatch.emulator.state import Account, EmulatorState, request_body_hash
 
 ROUTE = "/v2/videos"
@@ -128,44 +127,44 @@ class VideoJob:
 def _check_reference(value: Any) -> None:
     """``input_reference``: a base64 data URL of a PNG, JPEG or WebP image (JSON, not multipart)."""
     if not isinstance(value, str) or not value.startswith("data:"):
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             "'input_reference' must be a data URL such as data:image/png;base64,...", param="input_reference"
         )
     header, _, payload = value[5:].partition(",")
     mime, _, encoding = header.partition(";")
     if mime not in REFERENCE_MIME_TYPES or encoding != "base64":
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"'input_reference' must be base64 {', '.join(REFERENCE_MIME_TYPES)}", param="input_reference"
         )
     try:
         base64.b64decode(payload, validate=True)
     except binascii.Error:
-        raise InvalidMediaRequest("'input_reference' is not valid base64", param="input_reference") from None
+        raise InvalidRequest("'input_reference' is not valid base64", param="input_reference") from None
 
 
 def validate_v2_body(body: dict[str, Any]) -> tuple[str, int, str]:
     """(prompt, seconds, size) of a V2 body; V1 fields and anything unknown are refused."""
     unknown = sorted({name for name, value in body.items() if value is not None} - V2_FIELDS)
     if unknown:
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"field '{unknown[0]}' is not part of the V2 video schema (legacy V1 bodies go to "
             "/v1/videos/generations; a URL change alone is not a migration)",
             param=unknown[0],
         )
     prompt = body.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
-        raise InvalidMediaRequest("'prompt' is required and must be a non-empty string", param="prompt")
+        raise InvalidRequest("'prompt' is required and must be a non-empty string", param="prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise InvalidMediaRequest(f"'prompt' is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
+        raise InvalidRequest(f"'prompt' is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
     # A JSON null means "not given" throughout, as clients that serialise optional fields send it.
     seconds = "4" if body.get("seconds") is None else body["seconds"]
     if seconds not in SECONDS:
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f'\'seconds\' must be one of "4", "8", "12" (a string); got {seconds!r}', param="seconds"
         )
     size = "720x1280" if body.get("size") is None else body["size"]
     if size not in SIZES:
-        raise InvalidMediaRequest(f"'size' must be one of {', '.join(SIZES)}; got {size!r}", param="size")
+        raise InvalidRequest(f"'size' must be one of {', '.join(SIZES)}; got {size!r}", param="size")
     if body.get("input_reference") is not None:
         _check_reference(body["input_reference"])
     return prompt, int(seconds), size
@@ -213,13 +212,14 @@ async def create_video(request: Request) -> Response:
         if pricing is None:
             return missing_price(model.id)
         quote = video_quote(pricing, model.id, seconds, with_audio=with_audio)
-    except InvalidMediaRequest as problem:
+    except InvalidRequest as problem:
         return invalid(problem)
     usage = {"seconds": seconds, "size": size, "with_audio": with_audio}
     refused = state.charge(account, ROUTE, model.id, quote, usage, request_body_hash(request))
     if refused is not None:
         return refused
-    job = _new_job(account, model.id, prompt, seconds, size, quote, state.clock.now(), store.settings.video)
+    settings = route_settings(request).video
+    job = _new_job(account, model.id, prompt, seconds, size, quote, state.clock.now(), settings)
     store.videos[job.id] = job
     return JSONResponse(job.as_json(state.clock.now()))
 
@@ -228,7 +228,7 @@ def _refuse_v1_model(state: EmulatorState, model_id: Any) -> None:
     """V1 models are not automatically supported by V2: say so, and where they belong."""
     model = state.model(model_id) if isinstance(model_id, str) else None
     if model is not None and model.kind == "video_v1":
-        raise InvalidMediaRequest(
+        raise InvalidRequest(
             f"model '{model_id}' is a legacy V1 video model and is not available on /v2/videos; "
             "use POST /v1/videos/generations with the V1 body",
             param="model",
