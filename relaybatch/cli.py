@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from relaybatch.console import output_console, table
 from relaybatch.errors import UserError
 from relaybatch.runs import RunPaths
 
@@ -26,7 +25,7 @@ app = typer.Typer(
 emulator_app = typer.Typer(help="The local gateway emulator.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(emulator_app, name="emulator")
 
-console = Console()
+console = output_console()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -176,11 +175,11 @@ def validate(manifest: ManifestArgument) -> None:
     checked = open_manifest(manifest)
     validation = checked.validate()
     validation.raise_if_invalid()
-    table = Table("job", "kind", "model", "items")
+    counts = table("job", "kind", "model", "items", whole=("items",))
     for (job, kind, model), count in sorted(validation.counts.items()):
-        table.add_row(job, kind, model, str(count))
+        counts.add_row(job, kind, model, str(count))
     console.print(f"{manifest}: valid, {validation.total} items in {len(checked.jobs)} jobs")
-    console.print(table)
+    console.print(counts)
 
 
 @app.command()
@@ -206,14 +205,15 @@ def plan(
             return await estimate(checked.iter_items(), client)
 
     result = asyncio.run(priced())
-    table = Table("job", "kind", "model", "items", "in tokens", "out tokens", "video s", "est. USD")
+    numbers = ("items", "in tokens", "out tokens", "video s", "est. USD")
+    estimates = table("job", "kind", "model", *numbers, whole=numbers)
     for group in result.groups:
         units = group.units
         out_tokens = units.output_tokens + units.output_image_tokens
         usd = "?" if group.usd is None else f"{group.usd:.6f}"
         row = (units.items, units.input_tokens, out_tokens, units.video_seconds)
-        table.add_row(group.job, group.kind, group.model or "-", *map(str, row), usd)
-    console.print(table)
+        estimates.add_row(group.job, group.kind, group.model or "-", *map(str, row), usd)
+    console.print(estimates)
     console.print(
         f"estimated total: {result.total_usd:.6f} USD (tokens ~ text length / 4; output = max tokens)"
     )
@@ -223,7 +223,7 @@ def plan(
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if show_items:
-        listing = Table("item id", "job", "kind", "key", "source")
+        listing = table("item id", "job", "kind", "key", "source")
         for _, item in zip(range(show_items), checked.iter_items(), strict=False):
             listing.add_row(item.item_id, item.job, item.kind, item.key, item.source)
         console.print(listing)

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.report import DASHBOARD_NAME, RunSpend, display_usd, load_spend, run_folders
 from relaybatch.errors import UserError
@@ -27,15 +28,16 @@ def parse_since(value: str | None) -> date | None:
 
 
 def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
-    table = Table(*columns, "calls", "USD", "unknown price", title=f"Spend by {title}")
+    numbers = ("calls", "USD", "unknown price")
+    lines = table(*columns, *numbers, title=f"Spend by {title}", whole=numbers)
     for line in spend.by(*columns):
-        table.add_row(*line.key, str(line.calls), display_usd(line.usd), str(line.unknown_calls or ""))
-    table.add_section()
+        lines.add_row(*line.key, str(line.calls), display_usd(line.usd), str(line.unknown_calls or ""))
+    lines.add_section()
     unknown = str(spend.unknown_calls or "")
-    table.add_row(
+    lines.add_row(
         "total", *[""] * (len(columns) - 1), str(spend.calls), display_usd(spend.total_usd), unknown
     )
-    return table
+    return lines
 
 
 def run_report(

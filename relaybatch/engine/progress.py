@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from relaybatch.console import output_console
 from relaybatch.engine.states import DONE
 
 
@@ -76,7 +77,7 @@ class RichProgress:
     """A live table on the terminal (rich prints it once at the end when it is not a terminal)."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or output_console(stderr=True)
         self.live: Live | None = None
 
     def update(self, snapshot: Snapshot) -> None:

@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from relaybatch.console import table as folding_table
 from relaybatch.engine.states import ALL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
 
@@ -16,7 +17,7 @@ UNCERTAIN_LISTED = 50
 def counts_table(store: CheckpointStore) -> Table:
     per_job = store.count_by_job_and_state()
     states = [state for state in ALL_STATES if any(state in counts for counts in per_job.values())]
-    table = Table("job", *states, "total", title="items per state")
+    table = folding_table("job", *states, "total", title="items per state")
     totals = dict.fromkeys(states, 0)
     for job, counts in per_job.items():
         table.add_row(job, *(str(counts.get(state, 0)) for state in states), str(sum(counts.values())))
@@ -36,7 +37,9 @@ def uncertain_table(store: CheckpointStore, limit: int = UNCERTAIN_LISTED) -> Ta
     ).fetchall()
     if not rows:
         return None
-    table = Table("job", "item", "why", title="uncertain items (sent, answer never recorded; not resent)")
+    table = folding_table(
+        "job", "item", "why", title="uncertain items (sent, answer never recorded; not resent)"
+    )
     for job, item_id, reason in rows:
         table.add_row(job, item_id, reason or "")
     return table
