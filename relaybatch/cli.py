@@ -193,33 +193,35 @@ def plan(
     import asyncio
 
     from relaybatch.connect import open_client
+    from relaybatch.costs.plan import Plan, make_plan
     from relaybatch.manifests import open_manifest
-    from relaybatch.manifests.estimate import PlanEstimate, estimate
     from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
     checked.validate().raise_if_invalid()
+    providers = {job.name: job.provider for job in checked.jobs if job.provider}
 
-    async def priced() -> PlanEstimate:
+    async def priced() -> Plan:
         async with open_client(Settings(base_url=base_url) if base_url else Settings()) as client:
-            return await estimate(checked.iter_items(), client)
+            return await make_plan(checked.iter_items(), client, providers)
 
     result = asyncio.run(priced())
-    numbers = ("items", "in tokens", "out tokens", "video s", "est. USD")
-    estimates = table("job", "kind", "model", *numbers, whole=numbers)
-    for group in result.groups:
-        units = group.units
-        out_tokens = units.output_tokens + units.output_image_tokens
-        usd = "?" if group.usd is None else f"{group.usd:.6f}"
-        row = (units.items, units.input_tokens, out_tokens, units.video_seconds)
-        estimates.add_row(group.job, group.kind, group.model or "-", *map(str, row), usd)
+    numbers = ("items", "in tokens", "out tokens", "video s", "expected USD", "worst case USD")
+    estimates = table("job", "kind", "model", *numbers, "not estimated", whole=numbers)
+    for job in result.jobs:
+        expected = f"{job.expected_usd:.6f}" if job.priced else "?"
+        worst = f"{job.worst_usd:.6f}" if job.priced else "?"
+        row = (job.items, job.input_tokens, job.output_tokens, job.video_seconds)
+        unknown = "; ".join(sorted(job.unknowns)) or "-"
+        estimates.add_row(job.job, job.kind, job.model or "-", *map(str, row), expected, worst, unknown)
     console.print(estimates)
     console.print(
-        f"estimated total: {result.total_usd:.6f} USD (tokens ~ text length / 4; output = max tokens)"
+        f"expected total: {result.expected_usd:.6f} USD; worst case: {result.worst_usd:.6f} USD "
+        "(what a budget reserves; the gateway never bills more)"
     )
     if checked.settings.budget_usd is not None:
-        verdict = "covers" if result.total_usd <= checked.settings.budget_usd else "is BELOW"
-        console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the estimate")
+        verdict = "covers" if result.worst_usd <= checked.settings.budget_usd else "is BELOW"
+        console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the worst case")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if show_items:
@@ -227,6 +229,10 @@ def plan(
         for _, item in zip(range(show_items), checked.iter_items(), strict=False):
             listing.add_row(item.item_id, item.job, item.kind, item.key, item.source)
         console.print(listing)
+    if not result.complete:
+        unpriced = ", ".join(f"{job.job} ({job.unpriced} items)" for job in result.jobs if not job.priced)
+        typer.echo(f"error: could not price every item: {unpriced}; the totals leave them out", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()

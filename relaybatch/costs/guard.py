@@ -23,7 +23,7 @@ from relaybatch.costs.budget import Budget
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
 from relaybatch.costs.ledger import CostStore, LedgerRow, build_row, write_ledger
 from relaybatch.costs.price import CallCost, price_call
-from relaybatch.costs.pricing import PriceBook, parse_pricing
+from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
@@ -44,10 +44,6 @@ class Call(Protocol):
     def request(self) -> dict[str, Any]: ...
     @property
     def attempt(self) -> int: ...
-
-
-class PricingClient(Protocol):
-    async def get_pricing(self, model: str, provider: str | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -192,7 +188,7 @@ async def open_spend_guard(
     """
     store = CostStore(run_dir / COST_STORE_NAME)
     try:
-        book = PriceBook(lambda model, provider: _fetch(client, model, provider))
+        book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
         for model, provider, pricing in store.saved_prices():
             book.put(parse_pricing(pricing, model=model), provider)
         for job, kind, model in sorted(set(calls)):
@@ -210,14 +206,6 @@ async def open_spend_guard(
         store.close()
         raise
     return RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
-
-
-async def _fetch(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:
-    answer = await client.get_pricing(model, provider)
-    if hasattr(answer, "model_dump"):
-        dumped: Mapping[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return dumped
-    return dict(answer)
 
 
 def calls_in_store(checkpoint_db: Any) -> list[tuple[str, str, str]]:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from relaybatch.errors import UserError
 
@@ -153,6 +153,19 @@ def parse_pricing(envelope: Mapping[str, Any], *, model: str | None = None) -> M
 
 
 PricingFetcher = Callable[[str, str | None], Awaitable[Mapping[str, Any]]]
+
+
+class PricingClient(Protocol):
+    async def get_pricing(self, model: str, provider: str | None = None) -> Any: ...
+
+
+async def fetch_pricing(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:
+    """The `/v1/models/pricing` answer for a model as JSON (no charge)."""
+    answer = await client.get_pricing(model, provider)
+    if hasattr(answer, "model_dump"):
+        dumped: Mapping[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+    return dict(answer)
 
 
 def conflict_candidates(body: Any) -> list[str]:

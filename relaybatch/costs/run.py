@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from relaybatch.costs.guard import (
     Budgets,
-    PricingClient,
     RunSpendGuard,
     calls_in_store,
     open_spend_guard,
     run_name_in_store,
 )
+from relaybatch.costs.pricing import PricingClient
 
 
 def budgets_from_manifest(manifest: Any) -> Budgets:

@@ -185,3 +185,26 @@ def judgment_usage(usage: Mapping[str, Any]) -> UsageCounts:
 
 def web_search_usage(succeeded: bool) -> UsageCounts:
     return UsageCounts(requests=1 if succeeded else 0)
+
+
+def token_columns(counts: UsageCounts | None) -> dict[str, int | None]:
+    """The results Parquet's token columns, with the ledger's meaning (docs/costs.md, "Usage")."""
+    if counts is None:
+        return dict.fromkeys(("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens"))
+    return {
+        "input_tokens": counts.input_tokens,
+        "output_tokens": counts.output_tokens,
+        "cached_tokens": counts.cache_read_tokens,
+        "reasoning_tokens": counts.reasoning_tokens,
+    }
+
+
+def read_or_none(reader: Any, usage: Any, *extra: Any) -> UsageCounts | None:
+    """A family reader applied to an answer's usage; None when it is absent or contradicts itself."""
+    if not isinstance(usage, Mapping) or not usage:
+        return None
+    try:
+        counts: UsageCounts = reader(usage, *extra)
+    except UsageError:
+        return None
+    return counts

@@ -2,8 +2,9 @@
 
 A result has ``output_text``, ``tool_calls``, ``finish_reason``, ``model``, ``usage`` (the family's
 own usage object, kept whole for the costs package), ``tokens`` (input/output/cached/reasoning
-counts with one meaning across families: input and output as billed totals), and per kind
-``media_paths``, ``answers`` (typed judgment) or ``search``.
+counts read by the costs package's one usage normaliser, so they mean in the results exactly what
+they mean in the ledger: docs/costs.md, "Usage"), and per kind ``media_paths``, ``answers``
+(typed judgment) or ``search``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ import base64
 import binascii
 from typing import Any
 
+from relaybatch.costs.usage import (
+    chat_completions_usage,
+    generate_content_usage,
+    images_usage,
+    judgment_usage,
+    messages_usage,
+    read_or_none,
+    responses_usage,
+    token_columns,
+)
 from relaybatch.engine.media import MediaFiles
 
 _IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp", "image/gif": "gif"}
@@ -37,17 +48,6 @@ def _get(mapping: Any, *names: str) -> Any:
     return None
 
 
-def _tokens(
-    input_tokens: Any, output_tokens: Any, cached: Any = None, reasoning: Any = None
-) -> dict[str, int | None]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cached_tokens": cached,
-        "reasoning_tokens": reasoning,
-    }
-
-
 def chat_result(answer: dict[str, Any]) -> dict[str, Any]:
     choices = answer.get("choices") or [{}]
     message = choices[0].get("message") or {}
@@ -58,12 +58,7 @@ def chat_result(answer: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": choices[0].get("finish_reason"),
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": _tokens(
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            _get(usage.get("prompt_tokens_details"), "cached_tokens"),
-            _get(usage.get("completion_tokens_details"), "reasoning_tokens"),
-        ),
+        "tokens": token_columns(read_or_none(chat_completions_usage, usage)),
     }
 
 
@@ -87,12 +82,7 @@ def responses_result(answer: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": incomplete or answer.get("status"),
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": _tokens(
-            usage.get("input_tokens"),
-            usage.get("output_tokens"),
-            _get(usage.get("input_tokens_details"), "cached_tokens"),
-            _get(usage.get("output_tokens_details"), "reasoning_tokens"),
-        ),
+        "tokens": token_columns(read_or_none(responses_usage, usage)),
     }
 
 
@@ -101,19 +91,13 @@ def messages_result(answer: dict[str, Any]) -> dict[str, Any]:
     texts = [block.get("text", "") for block in blocks if block.get("type") == "text"]
     tool_calls = [block for block in blocks if block.get("type") == "tool_use"]
     usage = answer.get("usage") or {}
-    uncached = usage.get("input_tokens") or 0
-    cache_read = usage.get("cache_read_input_tokens") or 0
-    cache_write = usage.get("cache_creation_input_tokens") or 0
     return {
         "output_text": "".join(texts) if texts else None,
         "tool_calls": tool_calls or None,
         "finish_reason": answer.get("stop_reason"),
         "model": answer.get("model"),
         "usage": usage,
-        # input_tokens here EXCLUDES cache tokens; the shared column counts every prompt token.
-        "tokens": _tokens(
-            uncached + cache_read + cache_write, usage.get("output_tokens"), cache_read or None
-        ),
+        "tokens": token_columns(read_or_none(messages_usage, usage)),
     }
 
 
@@ -137,8 +121,6 @@ def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[s
         if call:
             tool_calls.append(call)
     usage = _get(answer, "usageMetadata", "usage_metadata") or {}
-    candidates_tokens = _get(usage, "candidatesTokenCount", "candidates_token_count") or 0
-    thoughts = _get(usage, "thoughtsTokenCount", "thoughts_token_count")
     return {
         "output_text": "".join(texts) if texts else None,
         "tool_calls": tool_calls or None,
@@ -146,13 +128,7 @@ def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[s
         "model": _get(answer, "modelVersion", "model_version"),
         "usage": usage,
         "media_paths": paths,
-        # candidatesTokenCount EXCLUDES thoughts; the shared output column counts both.
-        "tokens": _tokens(
-            _get(usage, "promptTokenCount", "prompt_token_count"),
-            candidates_tokens + (thoughts or 0),
-            _get(usage, "cachedContentTokenCount", "cached_content_token_count"),
-            thoughts,
-        ),
+        "tokens": token_columns(read_or_none(generate_content_usage, usage)),
     }
 
 
@@ -170,7 +146,7 @@ def image_result(answer: dict[str, Any], media: MediaFiles, output_format: str) 
         "model": answer.get("model"),
         "usage": usage,
         "media_paths": paths,
-        "tokens": _tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+        "tokens": token_columns(read_or_none(images_usage, usage, len(paths))),
         "image": {name: answer.get(name) for name in ("size", "quality", "output_format", "background")},
     }
 
@@ -181,7 +157,7 @@ def judgment_result(answer: dict[str, Any]) -> dict[str, Any]:
         "answers": answer.get("answers") or {},
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": _tokens(usage.get("input_tokens"), usage.get("output_tokens")),
+        "tokens": token_columns(read_or_none(judgment_usage, usage)),
     }
 
 

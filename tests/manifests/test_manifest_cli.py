@@ -49,5 +49,5 @@ def test_plan_estimates_each_job_without_billing(write) -> None:
     result = CliRunner().invoke(app, ["plan", str(manifest), "--items", "2"])
     assert result.exit_code == 0, result.output
     assert "0.150000" in result.output  # three searches at 0.05 USD, a flat price needing no lookup
-    assert "run budget: 1.00 USD, which covers the estimate" in result.output
+    assert "run budget: 1.00 USD, which covers the worst case" in result.output
     assert "look-1" in result.output and "look-3" not in result.output

@@ -1,0 +1,125 @@
+"""`relaybatch plan`: per job, the expected cost and the worst case, from the run's own cost model.
+
+Nothing billed is sent: the only calls are GET /v1/models/pricing, once per (model, provider).
+Each item is priced twice with the functions the run itself uses: ``price_call`` on the expected
+counts (``expected.py``) and ``worst_case_usd``, the reservation the budget makes before sending.
+So the worst case of a plan is what a budget will hold, and the gateway never bills more.
+Items stream through; memory holds one line per (job, kind, model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model
+from relaybatch.costs.expected import expected_usage
+from relaybatch.costs.price import price_call
+from relaybatch.costs.pricing import (
+    ModelPrices,
+    PriceBook,
+    PricingError,
+    fetch_pricing,
+    judgment_prices,
+    web_search_prices,
+)
+from relaybatch.costs.usage import UsageCounts
+from relaybatch.costs.worst_case import worst_case_usd
+
+
+@dataclass
+class JobPlan:
+    """One (job, kind, model): items, expected counts, expected and worst-case USD."""
+
+    job: str
+    kind: str
+    model: str
+    provider: str | None = None
+    items: int = 0
+    input_tokens: int = 0  # text input + input image tokens
+    output_tokens: int = 0  # text output + output image tokens
+    images: int = 0
+    video_seconds: Decimal = Decimal(0)
+    expected_usd: Decimal = Decimal(0)
+    worst_usd: Decimal = Decimal(0)
+    unpriced: int = 0  # items whose expected cost or worst case could not be priced
+    unknowns: set[str] = field(default_factory=set)
+
+    @property
+    def priced(self) -> bool:
+        return self.unpriced == 0
+
+    def add(self, usage: UsageCounts, expected: Decimal | None, worst: Decimal | None) -> None:
+        self.items += 1
+        self.input_tokens += usage.input_tokens + usage.input_image_tokens
+        self.output_tokens += usage.output_tokens + usage.output_image_tokens
+        self.images += usage.images
+        self.video_seconds += usage.video_seconds + usage.video_seconds_with_audio
+        if expected is None or worst is None:
+            self.unpriced += 1
+            return
+        self.expected_usd += expected
+        self.worst_usd += worst
+
+
+@dataclass
+class Plan:
+    jobs: list[JobPlan]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def expected_usd(self) -> Decimal:
+        return sum((job.expected_usd for job in self.jobs), Decimal(0))
+
+    @property
+    def worst_usd(self) -> Decimal:
+        return sum((job.worst_usd for job in self.jobs), Decimal(0))
+
+    @property
+    def complete(self) -> bool:
+        """True when every item was priced (else the totals leave some out)."""
+        return all(job.priced for job in self.jobs)
+
+
+def _prices_of(kind: str, model: str, book: PriceBook, provider: str | None) -> ModelPrices | None:
+    if kind == "judgment":
+        return judgment_prices(model)
+    if kind == "web_search":
+        return web_search_prices(model)
+    return book.get(model, provider)
+
+
+def _usd(value: Any) -> Decimal | None:
+    return value if isinstance(value, Decimal) else None
+
+
+async def make_plan(items: Iterable[Any], client: Any, providers: Mapping[str, str] | None = None) -> Plan:
+    """Price every item (streaming) with the run's cost model; one pricing lookup per model."""
+    providers = dict(providers or {})
+    book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
+    groups: dict[tuple[str, str, str], JobPlan] = {}
+    notes: list[str] = []
+    asked: set[tuple[str, str | None]] = set()
+    for item in items:
+        model = call_model(item.kind, item.request)
+        provider = providers.get(item.job)
+        if item.kind in ROUTE_PRICED_KINDS and model and (model, provider) not in asked:
+            asked.add((model, provider))
+            try:
+                if await book.load(model, provider, job=item.job) is None:
+                    notes.append(f"model {model!r}: the gateway publishes no price (404)")
+            except PricingError as error:
+                notes.append(str(error))
+        prices = _prices_of(item.kind, model, book, provider)
+        group = groups.get((item.job, item.kind, model))
+        if group is None:
+            group = JobPlan(item.job, item.kind, model, prices.provider if prices else provider)
+            groups[(item.job, item.kind, model)] = group
+        expected = expected_usage(item.kind, item.request, prices)
+        group.unknowns.update(expected.unknowns)
+        cost = price_call(prices, expected.usage) if prices is not None else None
+        worst = worst_case_usd(item.kind, item.request, prices)
+        group.add(expected.usage, None if cost is None else _usd(cost.usd), worst)
+    return Plan(list(groups.values()), notes)
