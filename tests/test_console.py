@@ -61,9 +61,10 @@ def test_a_plan_table_written_to_a_file_keeps_every_cell_whole(tmp_path: Path) -
     assert "…" not in text
     rows = [line for line in text.splitlines() if line.startswith("│")]
     assert rows, text
-    # One line per row: every row ends with its estimate, six decimals, whole.
-    assert all(line.rstrip("│ ").split("│")[-1].strip().count(".") == 1 for line in rows), text
-    assert "estimated total:" in text and "USD (tokens ~ text length / 4; output = max tokens)" in text
+    # One line per row: the expected and worst-case cells hold six decimals, whole.
+    money = [line.split("│")[-4:-2] for line in rows[1:]]
+    assert all(cell.strip().count(".") == 1 for cells in money for cell in cells), text
+    assert "expected total:" in text and "(what a budget reserves; the gateway never bills more)" in text
 
 
 def test_cells_fold_on_a_narrow_terminal_rather_than_end_in_an_ellipsis() -> None:
