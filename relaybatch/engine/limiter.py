@@ -19,20 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from relaybatch.gateway.retry import MAX_SERVER_WAIT_SECONDS, ServerHints, read_server_hints
 from relaybatch.limiting import RequestPurpose
 
 Lane = Literal["submit", "poll"]
-
-LIMIT_HEADER = "x-ratelimit-limit-requests"
-REMAINING_HEADER = "x-ratelimit-remaining-requests"
-RESET_HEADER = "x-ratelimit-reset-requests"
 
 # Keep just under a known limit: a server counting in a sliding window sees our bucket's burst on
 # top of the steady rate, and network jitter bunches requests together on arrival.
@@ -43,7 +39,6 @@ DECREASE_FACTOR = 0.5
 RECOVERY_PER_SECOND = 0.02
 # Pause after a 429 that names no reset time: long enough for a per-second window to roll over.
 DEFAULT_PAUSE_SECONDS = 1.0
-MAX_PAUSE_SECONDS = 120.0
 # A 429 while the window still admits requests says nothing about our rate: everyone holds back
 # this long (or the answer's retry-after, capped), then carries on at the same rate. A hold up to
 # one second costs no throughput: the bucket keeps earning during it (its capacity is 1 s).
@@ -54,70 +49,15 @@ UNANSWERED_TTL_SECONDS = 60.0
 # The highest published plan limit; used only when an unconfigured run gets a 429 with no hint.
 OPEN_BUCKET_FALLBACK_RPM = 600.0
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-
-def parse_duration(text: str | None) -> float | None:
-    """Seconds from ``"2"``, ``"0.5"``, ``"250ms"``, ``"1s"`` or ``"1m30s"``; None if unreadable."""
-    if text is None:
-        return None
-    text = text.strip().lower()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
-        return None
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    value = headers.get(name)
-    if value is None:  # plain dicts in tests are case-sensitive; httpx.Headers are not
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    return value
-
-
-def _reported_rpm(headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None) -> float | None:
+def _reported_rpm(hints: ServerHints, rate_limit: Mapping[str, Any] | None) -> float | None:
+    """The limit a 429's ``error.rate_limit`` names, else ``x-ratelimit-limit-requests``."""
     if rate_limit:
         if isinstance(rate_limit.get("rpm"), int | float) and rate_limit["rpm"] > 0:
             return float(rate_limit["rpm"])
         if isinstance(rate_limit.get("qps"), int | float) and rate_limit["qps"] > 0:
             return float(rate_limit["qps"]) * 60.0
-    try:
-        value = float(_header(headers, LIMIT_HEADER) or "")
-    except ValueError:
-        return None
-    return value if value > 0 else None
-
-
-def _remaining(headers: Mapping[str, str]) -> float | None:
-    try:
-        return float(_header(headers, REMAINING_HEADER) or "")
-    except ValueError:
-        return None
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """The answer's own wait: ``retry-after-ms``, else ``retry-after`` in seconds (dates ignored)."""
-    milliseconds = _header(headers, "retry-after-ms")
-    if milliseconds is not None:
-        seconds = parse_duration(milliseconds)
-        if seconds is not None:
-            return seconds / 1000.0
-    return parse_duration(_header(headers, "retry-after"))
-
-
-def _window_wait(headers: Mapping[str, str]) -> float | None:
-    """How long a spent window stays spent: the shorter of the retry-after and the reset."""
-    waits = [
-        wait
-        for wait in (_retry_after(headers), parse_duration(_header(headers, RESET_HEADER)))
-        if wait is not None
-    ]
-    return min(waits) if waits else None
+    return hints.limit_requests
 
 
 @dataclass
@@ -215,35 +155,35 @@ class AdaptiveTokenBucket:
     ) -> None:
         if self._unanswered:
             self._unanswered.popleft()
-        reported = _reported_rpm(headers, rate_limit)
+        hints = read_server_hints(headers)
+        reported = _reported_rpm(hints, rate_limit)
         if reported is not None:
             self._learn(reported)
-        remaining = _remaining(headers)
+        remaining = hints.remaining_requests
         if status == 429:
             self.rate_limited += 1
             if remaining is not None and remaining > 0:
-                self._not_the_windows_429(remaining, headers)
+                self._not_the_windows_429(remaining, hints)
                 return
             if reported is None:
                 self._decrease()
-            self._pause(_window_wait(headers) or DEFAULT_PAUSE_SECONDS)
+            self._pause(hints.wait() or DEFAULT_PAUSE_SECONDS)
             return
         if remaining is not None:
             if remaining <= 0:
-                reset = parse_duration(_header(headers, RESET_HEADER))
-                if reset:
-                    self._pause(reset)
+                if hints.reset_requests:
+                    self._pause(hints.reset_requests)
             elif self._rate_per_minute is not None:
                 self._cap_to_remaining(remaining)
         self._recover()
 
-    def _not_the_windows_429(self, remaining: float, headers: Mapping[str, str]) -> None:
+    def _not_the_windows_429(self, remaining: float, hints: ServerHints) -> None:
         """A 429 from a window that still admits requests: the rate is not the cause, so the rate
         stays and nobody waits for the window's reset (up to 60 s on a sliding window). Everyone
-        holds back briefly, as the answer asks; the refused request's own retry waits in the client."""
+        holds back briefly, as the answer asks; the refused request's own retry waits its own delay."""
         self.not_window_429s += 1
         self._cap_to_remaining(remaining)
-        hint = _retry_after(headers)
+        hint = hints.retry_after
         self._hold(min(NOT_WINDOW_HOLD_SECONDS if hint is None else hint, MAX_NOT_WINDOW_HOLD_SECONDS))
 
     # -- rate learning ------------------------------------------------------------------------
@@ -285,7 +225,7 @@ class AdaptiveTokenBucket:
         self._tokens = min(self._tokens, self._capacity())
 
     def _pause(self, seconds: float) -> None:
-        until = self._clock() + min(seconds, MAX_PAUSE_SECONDS)
+        until = self._clock() + min(seconds, MAX_SERVER_WAIT_SECONDS)
         if until > self._paused_until:
             self._paused_until = until
             self.pauses += 1

@@ -1,16 +1,15 @@
 """What the engine does with each gateway error: retry later, fail, or stop (DESIGN invariant 4).
 
-429, 529, 5xx and connection failures retry with capped exponential backoff and jitter (the
-server's Retry-After first); 400, 403, 404, 409 fail with the reason; 402 stops new billed work;
-401 stops the run; an unknown outcome of a billed create makes the item ``uncertain``.
+429, 529, 5xx and connection failures retry (the wait comes from
+``relaybatch.gateway.retry.retry_delay``: the server's wait first, else capped exponential
+back-off with jitter); 400, 403, 404, 409 fail with the reason; 402 stops new billed work; 401
+stops the run; an unknown outcome of a billed create makes the item ``uncertain``.
 """
 
 from __future__ import annotations
 
-import random
 from enum import Enum
 
-from relaybatch.engine.limiter import parse_duration
 from relaybatch.gateway import (
     APIStatusError,
     AuthenticationFailed,
@@ -55,22 +54,3 @@ def verdict_for(error: GatewayError) -> Verdict:
     if isinstance(error, APIStatusError) and error.status in (408, 500, 502, 503, 504):
         return Verdict.RETRY
     return Verdict.FAIL
-
-
-def retry_delay(
-    attempt: int,
-    error: GatewayError | None,
-    *,
-    base: float,
-    cap: float,
-    rng: random.Random | None = None,
-) -> float:
-    """Seconds before the next attempt: the server's hint when given, else capped 2^n backoff,
-    with jitter so items that failed together do not come back together."""
-    if isinstance(error, APIStatusError):
-        given = {name.lower(): value for name, value in error.headers.items()}
-        hint = parse_duration(given.get("retry-after"))
-        if hint is not None and hint <= cap:
-            return hint
-    backoff = min(cap, base * 2 ** max(0, attempt - 1))
-    return backoff * (0.75 + 0.5 * (rng or random).random())

@@ -15,7 +15,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -26,7 +26,6 @@ from relaybatch.engine.outcomes import (
     STOP_BILLING_MESSAGE,
     STOP_RUN_MESSAGE,
     Verdict,
-    retry_delay,
     verdict_for,
 )
 from relaybatch.engine.poller import Poller, PollSettings
@@ -45,7 +44,8 @@ from relaybatch.engine.states import (
 )
 from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_text
 from relaybatch.engine.writer import GroupCommit
-from relaybatch.gateway import GatewayClient, GatewayError, UnexpectedResponse
+from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
+from relaybatch.gateway.retry import RetryPolicy, retry_delay
 
 Hook = Callable[[str, str], None]
 """Called as hook(point, item_key) at each step; points: sending_committed, answered,
@@ -59,9 +59,9 @@ class EngineSettings:
     """How an execution behaves; every field has a default that suits a batch run."""
 
     concurrency: int = 64
-    max_attempts: int = 5
-    retry_base_seconds: float = 1.0
-    retry_max_seconds: float = 60.0
+    # The one attempt budget and back-off for every item (None: the client's policy, which the
+    # RELAYBATCH_RETRY__* settings set). The engine owns these retries; the client makes one try.
+    retry: RetryPolicy | None = None
     uncertain_policy: UncertainPolicy = "report"
     cancel_remote_on_stop: bool = False
     poll: PollSettings = field(default_factory=PollSettings)
@@ -94,7 +94,10 @@ class Execution:
         progress: ProgressReporter | None = None,
     ) -> None:
         self.store = store
-        self.client = client
+        self.retry = settings.retry or client.retry_policy
+        # One budget: the engine retries an item's sends and polls itself (checkpointed, the worker
+        # freed meanwhile), so the client it uses makes exactly one attempt per call.
+        self.client = client.with_retry(replace(self.retry, max_attempts=1))
         self.settings = settings
         self.spend = spend
         self.stop = stop or asyncio.Event()
@@ -293,14 +296,9 @@ class Execution:
                 Change(row.key, PENDING, {"attempts": row.attempts, "last_error": reason}, reason)
             )
             return
-        if verdict is Verdict.RETRY and attempt < self.settings.max_attempts:
-            delay = retry_delay(
-                attempt,
-                error,
-                base=self.settings.retry_base_seconds,
-                cap=self.settings.retry_max_seconds,
-                rng=self.rng,
-            )
+        if verdict is Verdict.RETRY and attempt < self.retry.max_attempts:
+            headers = error.headers if isinstance(error, APIStatusError) else {}
+            delay = retry_delay(attempt, self.retry, headers, self.rng.random())
             fields = {"last_error": reason, "not_before": epoch() + delay}
             await self.writer.write(Change(row.key, PENDING, fields, reason))
             return

@@ -7,6 +7,8 @@ policy. ``relaybatch.connect.open_client`` builds one from settings.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -95,6 +97,20 @@ class GatewayClient:
 
     def __repr__(self) -> str:
         return f"GatewayClient(base_url={str(self._http.base_url)!r})"
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._sender.policy
+
+    def with_retry(self, policy: RetryPolicy) -> GatewayClient:
+        """The same client (connections, limiter, key) sending with another retry policy.
+
+        The engine uses ``with_retry(replace(policy, max_attempts=1))``: it owns the retries of the
+        items it sends, so the client must not repeat them too. Close the original, not the view.
+        """
+        view = copy.copy(self)
+        view._sender = dataclasses.replace(self._sender, policy=policy)
+        return view
 
     async def __aenter__(self) -> GatewayClient:
         return self

@@ -14,6 +14,12 @@ Three kinds of call differ in what a repeat can cost:
   becomes ``OutcomeUnknown``.
 
 A connection that was never made (nothing sent) is safe to retry for every kind.
+
+``read_server_hints`` is the one reader of the headers that say how long to wait
+(``retry-after-ms``, ``Retry-After``, ``x-ratelimit-*-requests``): the client, the shared limiter
+(engine/limiter.py) and the engine's item retries all use it, and ``retry_delay`` is the one wait.
+In a run the engine owns the retries and the client tries once (``GatewayClient.with_retry``), so
+``RetryPolicy.max_attempts`` is the one attempt budget per item per execution (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -29,8 +35,11 @@ from enum import Enum
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 # Never retried whatever the body says: the same request would fail the same way.
 NEVER_RETRY_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 409, 422})
-# A server hint longer than this is not a back-off but an outage; fall back to our own schedule.
-MAX_HONOURED_HINT_SECONDS = 120.0
+# A server wait longer than this is an outage, not a back-off: we wait this long and ask again.
+MAX_SERVER_WAIT_SECONDS = 120.0
+# The documented bound on lengthening a server-given wait: at most 10 % of it, never more than 1 s.
+SERVER_WAIT_SPREAD = 0.1
+MAX_SERVER_WAIT_SPREAD_SECONDS = 1.0
 
 
 class CallKind(Enum):
@@ -44,8 +53,8 @@ class RetryPolicy:
     """How persistent the client is; every field is a setting, the defaults suit a batch run."""
 
     max_attempts: int = 5
-    base_delay: float = 0.5
-    max_delay: float = 30.0
+    base_delay: float = 1.0
+    max_delay: float = 60.0
     jitter: float = 0.25
     resend_unanswered_billed: bool = False
 
@@ -83,10 +92,13 @@ def may_retry_unanswered(kind: CallKind, *, never_sent: bool, policy: RetryPolic
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def parse_duration(text: str) -> float | None:
+def parse_duration(text: str | None) -> float | None:
     """Seconds from ``"2"``, ``"0.5"``, ``"250ms"``, ``"1s"``, ``"1m30s"`` or ``"1h"``; None if unreadable."""
+    if text is None:
+        return None
     text = text.strip().lower()
     if not text:
         return None
@@ -97,36 +109,68 @@ def parse_duration(text: str) -> float | None:
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(number + unit for number, unit in parts) != text:
         return None
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
     value = headers.get(name)
-    if value is None:
+    if value is None:  # plain dicts in tests are case-sensitive; httpx.Headers are not
         value = next((v for k, v in headers.items() if k.lower() == name), None)
     return value
 
 
-def retry_after_hint(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """The server's wait hint in seconds: ``retry-after-ms``, then ``Retry-After``, then the reset
-    when no requests remain (or the count is not given)."""
-    millis = _header(headers, "retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    after = _header(headers, "retry-after")
-    if after is not None:
-        seconds = _parse_retry_after(after, time.time() if now is None else now)
-        if seconds is not None:
-            return seconds
-    # The window's reset is a wait only when the window is spent: a 429 saying requests remain was
-    # not the window's, and its reset (up to 60 s on a sliding window) would be a needless wait.
-    remaining = parse_duration(_header(headers, "x-ratelimit-remaining-requests") or "")
-    reset = _header(headers, "x-ratelimit-reset-requests")
-    return parse_duration(reset) if reset is not None and not remaining else None
+def _number(headers: Mapping[str, str], name: str) -> float | None:
+    try:
+        return float(_header(headers, name) or "")
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class ServerHints:
+    """What one answer's headers say about waiting and about the request limit.
+
+    ``read_server_hints`` is the only reader of these headers: the client's retries, the shared
+    limiter and the engine's retries all take their numbers from it, so a header means the same
+    thing everywhere.
+    """
+
+    retry_after: float | None = None  # retry-after-ms, else Retry-After (seconds or HTTP date)
+    limit_requests: float | None = None  # x-ratelimit-limit-requests, per minute
+    remaining_requests: float | None = None  # x-ratelimit-remaining-requests
+    reset_requests: float | None = None  # x-ratelimit-reset-requests, in seconds
+
+    @property
+    def window_spent(self) -> bool:
+        """No request remains in the window (or the count is not given)."""
+        return not self.remaining_requests or self.remaining_requests <= 0
+
+    def wait(self) -> float | None:
+        """The server's wait in seconds, uncapped: the shorter of its retry-after and, when the
+        window is spent, the window's reset (a 429 saying requests remain was not the window's,
+        and its reset, up to 60 s on a sliding window, would be a needless wait)."""
+        reset = self.reset_requests if self.window_spent else None
+        waits = [wait for wait in (self.retry_after, reset) if wait is not None]
+        return min(waits) if waits else None
+
+
+def read_server_hints(headers: Mapping[str, str], now: float | None = None) -> ServerHints:
+    """Read ``retry-after-ms``, ``Retry-After`` and the ``x-ratelimit-*-requests`` headers once."""
+    retry_after = None
+    milliseconds = _number(headers, "retry-after-ms")
+    if milliseconds is not None:
+        retry_after = max(0.0, milliseconds / 1000.0)
+    else:
+        after = _header(headers, "retry-after")
+        if after is not None:
+            retry_after = _parse_retry_after(after, time.time() if now is None else now)
+    limit = _number(headers, "x-ratelimit-limit-requests")
+    return ServerHints(
+        retry_after=retry_after,
+        limit_requests=limit if limit is not None and limit > 0 else None,
+        remaining_requests=_number(headers, "x-ratelimit-remaining-requests"),
+        reset_requests=parse_duration(_header(headers, "x-ratelimit-reset-requests")),
+    )
 
 
 def _parse_retry_after(value: str, now: float) -> float | None:
@@ -134,7 +178,10 @@ def _parse_retry_after(value: str, now: float) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+    except (TypeError, ValueError):
+        return None
     return max(0.0, parsed.timestamp() - now) if parsed is not None else None
 
 
@@ -149,6 +196,17 @@ def backoff_delay(attempt: int, policy: RetryPolicy, random_fraction: float) -> 
     return delay * (1 - policy.jitter * random_fraction)
 
 
+def server_wait(hints: ServerHints, random_fraction: float) -> float | None:
+    """The server's wait as we keep it: capped at ``MAX_SERVER_WAIT_SECONDS``, then lengthened by
+    at most ``SERVER_WAIT_SPREAD`` of itself and never by more than ``MAX_SERVER_WAIT_SPREAD_SECONDS``,
+    so requests refused together do not all come back in the same instant."""
+    wait = hints.wait()
+    if wait is None:
+        return None
+    wait = min(wait, MAX_SERVER_WAIT_SECONDS)
+    return wait + min(wait * SERVER_WAIT_SPREAD, MAX_SERVER_WAIT_SPREAD_SECONDS) * random_fraction
+
+
 def retry_delay(
     attempt: int,
     policy: RetryPolicy,
@@ -156,23 +214,17 @@ def retry_delay(
     random_fraction: float,
     now: float | None = None,
 ) -> float:
-    """How long to wait before retry ``attempt``: the server's hint when sane, else our back-off."""
-    hint = retry_after_hint(headers, now)
-    if hint is not None and hint <= MAX_HONOURED_HINT_SECONDS:
-        return hint
-    return backoff_delay(attempt, policy, random_fraction)
+    """How long to wait before retry ``attempt``: the server's wait when it gives one, else our back-off."""
+    wait = server_wait(read_server_hints(headers, now), random_fraction)
+    return backoff_delay(attempt, policy, random_fraction) if wait is None else wait
 
 
 def parse_rate_limit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     """``x-ratelimit-limit-requests`` / ``-remaining-requests`` as numbers, ``-reset-requests`` in s."""
-    found: dict[str, float] = {}
-    for name, key in (
-        ("x-ratelimit-limit-requests", "limit_requests"),
-        ("x-ratelimit-remaining-requests", "remaining_requests"),
-        ("x-ratelimit-reset-requests", "reset_requests_seconds"),
-    ):
-        raw = _header(headers, name)
-        value = parse_duration(raw) if raw is not None else None
-        if value is not None:
-            found[key] = value
-    return found
+    hints = read_server_hints(headers)
+    found = {
+        "limit_requests": hints.limit_requests,
+        "remaining_requests": hints.remaining_requests,
+        "reset_requests_seconds": hints.reset_requests,
+    }
+    return {key: value for key, value in found.items() if value is not None}

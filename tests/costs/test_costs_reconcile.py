@@ -32,8 +32,7 @@ from relaybatch.settings import EMULATOR_DEMO_KEY
 
 FAST = EngineSettings(
     concurrency=8,
-    retry_base_seconds=0.001,
-    retry_max_seconds=0.01,
+    retry=RetryPolicy(base_delay=0.001, max_delay=0.01),
     poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
 )
 FAST_MEDIA = {

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from relaybatch.engine import EngineSettings, PollSettings
 from relaybatch.gateway import GatewayClient
+from relaybatch.gateway.retry import RetryPolicy
 
 
 class FakeClock:
@@ -35,8 +36,7 @@ FAST_MEDIA = {
 # Polls every few milliseconds and retries at once: the tests never wait for real back-off.
 FAST = EngineSettings(
     concurrency=8,
-    retry_base_seconds=0.001,
-    retry_max_seconds=0.01,
+    retry=RetryPolicy(base_delay=0.001, max_delay=0.01),
     poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
 )
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from engine_fakes import FakeClock
 
-from relaybatch.engine.limiter import AdaptiveTokenBucket, parse_duration
-from relaybatch.gateway.retry import RetryPolicy, retry_delay
+from relaybatch.engine.limiter import AdaptiveTokenBucket
+from relaybatch.gateway.retry import RetryPolicy, parse_duration, retry_delay
 
 
 def bucket(clock: FakeClock, rpm: float | None, **options: float) -> AdaptiveTokenBucket:

@@ -82,7 +82,8 @@ async def test_retryable_failures_give_up_then_a_later_run_retries_them(
 ) -> None:
     faults(fast_app, FaultRule(fault="status=529", every=1, paths=["/v1/chat"]))
     store.add_items([chat(1)])
-    settings = replace(FAST, max_attempts=3)
+    assert FAST.retry is not None
+    settings = replace(FAST, retry=replace(FAST.retry, max_attempts=3))
 
     await execute(store, make_client(), settings=settings)
     row = store.item(chat(1).key)

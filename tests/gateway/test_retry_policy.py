@@ -7,6 +7,7 @@ import email.utils
 import pytest
 
 from relaybatch.gateway.retry import (
+    MAX_SERVER_WAIT_SECONDS,
     CallKind,
     RetryPolicy,
     backoff_delay,
@@ -14,9 +15,13 @@ from relaybatch.gateway.retry import (
     may_retry_unanswered,
     parse_duration,
     parse_rate_limit_headers,
-    retry_after_hint,
+    read_server_hints,
     retry_delay,
 )
+
+
+def retry_after_hint(headers: dict[str, str], now: float | None = None) -> float | None:
+    return read_server_hints(headers, now).wait()
 
 
 @pytest.mark.parametrize(
@@ -59,11 +64,51 @@ def test_jitter_only_shortens_the_wait() -> None:
     assert backoff_delay(1, policy, 0.0) == 1.0
 
 
-def test_server_hint_replaces_backoff_unless_absurd() -> None:
+def test_server_wait_replaces_backoff_and_an_outage_length_wait_is_capped() -> None:
     policy = RetryPolicy(base_delay=0.5, max_delay=4.0)
     assert retry_delay(1, policy, {"retry-after": "7"}, 0.0) == 7.0
-    assert retry_delay(1, policy, {"retry-after": "86400"}, 0.0) == 0.5
+    # A day is an outage, not a back-off: wait the cap and ask again (never a shorter back-off).
+    assert retry_delay(1, policy, {"retry-after": "86400"}, 0.0) == MAX_SERVER_WAIT_SECONDS
     assert retry_delay(3, policy, {}, 0.0) == 2.0
+
+
+@pytest.mark.parametrize("wait", [0.0, 0.3, 2.0, 7.0, 45.0, 120.0, 3600.0])
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.999])
+def test_a_server_wait_is_never_shortened_nor_lengthened_past_the_documented_bound(
+    wait: float, fraction: float
+) -> None:
+    policy = RetryPolicy(base_delay=0.5, max_delay=4.0, jitter=0.25)
+    kept = retry_delay(2, policy, {"retry-after-ms": str(wait * 1000)}, fraction)
+    honoured = min(wait, MAX_SERVER_WAIT_SECONDS)
+    assert honoured <= kept <= honoured + min(honoured * 0.1, 1.0)
+
+
+def test_retry_after_ms_is_read_alike_by_client_limiter_and_engine() -> None:
+    """One reader: the three users all get their numbers from read_server_hints."""
+    hints = read_server_hints(
+        {
+            "retry-after-ms": "250",
+            "x-ratelimit-limit-requests": "120",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1m",
+        }
+    )
+    assert hints.retry_after == 0.25
+    assert hints.limit_requests == 120.0
+    assert hints.window_spent
+    assert hints.wait() == 0.25  # the shorter of the retry-after and the spent window's reset
+
+
+def test_a_reset_is_no_wait_while_the_window_still_has_room() -> None:
+    hints = read_server_hints({"x-ratelimit-remaining-requests": "40", "x-ratelimit-reset-requests": "45s"})
+    assert hints.wait() is None
+
+
+def test_unreadable_headers_are_ignored() -> None:
+    hints = read_server_hints(
+        {"retry-after": "next tuesday", "retry-after-ms": "x", "x-ratelimit-limit-requests": "-3"}
+    )
+    assert hints == read_server_hints({})
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504, 529])

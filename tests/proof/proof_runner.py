@@ -34,6 +34,7 @@ from relaybatch.engine import (
     execute,
     export_results,
 )
+from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.manifests import load_items, open_manifest
 from relaybatch.settings import Settings
 
@@ -66,9 +67,7 @@ async def run(manifest: Path, run_dir: Path) -> dict[str, object]:
         max_attempts = int(os.environ.get("PROOF_MAX_ATTEMPTS", "5"))
         settings = EngineSettings(
             concurrency=concurrency,
-            max_attempts=max_attempts,
-            retry_base_seconds=0.05,
-            retry_max_seconds=0.5,
+            retry=RetryPolicy(max_attempts=max_attempts, base_delay=0.05, max_delay=0.5),
             poll=POLL,
         )
         limiter = AdaptiveTokenBucket(None)
