@@ -123,10 +123,11 @@ def run(
     shared_limit_rpm: SharedLimitOption = None,
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again."""
-    from relaybatch.manifests import load_items
+    from relaybatch.manifests import open_manifest
     from relaybatch.settings import Settings
 
-    load_items(manifest)  # validate before Prefect starts, so bad input fails fast and cleanly
+    # Validate before Prefect starts, so bad input fails fast and cleanly; the pass streams the rows.
+    open_manifest(manifest).validate().raise_if_invalid()
     Settings(base_url=base_url) if base_url else Settings()  # the same for the RELAYBATCH_* settings
     _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
     import asyncio

@@ -16,6 +16,7 @@ from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.items import Kind
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.sources import Row, iter_rows
+from relaybatch.manifests.text_files import TextFileError, bounded_lines, open_text
 
 URL_KINDS: dict[str, Kind] = {
     "/v1/chat/completions": "chat",
@@ -31,15 +32,19 @@ _WEB_SEARCH = re.compile(r"^/v1/websearch/(?P<route>search|simple-search|search-
 
 
 def is_batch_file(path: Path) -> bool:
-    """True when the first object of a JSONL file has the batch fields custom_id and url."""
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                try:
+    """True when the first object of a JSONL file has the batch fields custom_id and url.
+
+    A file that cannot be read as text is not recognised here; the table reader then names its line.
+    """
+    try:
+        handle, _ = open_text(path)
+        with handle:
+            for line in bounded_lines(handle):
+                if line.strip():
                     first = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(first, dict) and "custom_id" in first and "url" in first
+                    return isinstance(first, dict) and "custom_id" in first and "url" in first
+    except (TextFileError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
     return False
 
 

@@ -8,7 +8,6 @@ non-empty cell is a request field; cells that hold a JSON object or array (e.g. 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, cast, get_args
 
@@ -17,18 +16,21 @@ from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, load_image
 from relaybatch.manifests.items import Item, Kind
 from relaybatch.manifests.problems import ManifestInvalid, Problem
-from relaybatch.manifests.sources import Row, iter_rows
+from relaybatch.manifests.sources import NestingTooDeep, Row, iter_rows, parse_json
 
 _SHAPING_COLUMNS = {"id", "kind", "prompt", "system", "image"}
 _KINDS = get_args(Kind)
 
 
 def _cell(value: Any) -> Any:
+    """A cell holding a JSON object or array, parsed; other text as it is. Raise ValueError if too deep."""
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
+            return parse_json(value)
+        except NestingTooDeep:
+            raise
+        except ValueError:
+            return value  # text that merely starts with a bracket
     return value
 
 
@@ -39,12 +41,14 @@ def _row_to_item(row: Row, *, job: str, file: str, base_dir: Path) -> Expanded:
         return None, [
             Problem(file, row.line, "kind", f"'{kind}' is not a kind; use one of {', '.join(_KINDS)}")
         ]
-    request = {
-        field: _cell(value)
-        for field, value in values.items()
-        if field not in _SHAPING_COLUMNS and value not in ("", None)
-    }
     earlier: list[tuple[str, str]] = []
+    request = {}
+    for field, value in values.items():
+        if field not in _SHAPING_COLUMNS and value not in ("", None):
+            try:
+                request[field] = _cell(value)
+            except ValueError as error:
+                earlier.append((field, str(error)))
     images = []
     if values.get("image") not in ("", None):
         try:

@@ -8,9 +8,13 @@ from decimal import Decimal
 from typing import Any
 
 from relaybatch.manifests.checks import check_request, coerce_numbers, normalize_seconds
-from relaybatch.manifests.items import Item, Kind
+from relaybatch.manifests.items import Item, Kind, canonical_json
+from relaybatch.manifests.limits import MAX_REQUEST_BYTES, megabytes
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.sources import BadRow, Row
+
+# Request fields that a row's prompt or image fills: a problem with those inputs explains them.
+_INPUT_FIELDS = {"messages", "input", "contents", "prompt", "state", "q", "url"}
 
 # One row's outcome: the item when the row is good, and its problems (empty when good).
 Expanded = tuple[Item | None, list[Problem]]
@@ -30,11 +34,14 @@ class JobSource:
     budget_usd: Decimal | None = None
     provider: str | None = None
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
+    rows_readable: bool = True  # False when the up-front problems leave no rows to read (no data file)
+    empty: Problem | None = None  # what to report when the job gives no item and no other problem
 
     def expand(self) -> Iterator[Expanded]:
-        """Each row's item or problems, streamed. A job with up-front problems yields no rows."""
+        """Each row's item or problems, streamed; up-front problems first, then rows when readable."""
         if self.problems:
             yield None, list(self.problems)
+        if not self.rows_readable:
             return
         for row in self.rows():
             if isinstance(row, BadRow):
@@ -58,8 +65,11 @@ def finish_item(
     found = list(earlier or [])
     found += coerce_numbers(request)
     found += normalize_seconds(kind, request)
-    if not found:
-        found += _first_per_field(check_request(kind, request))
+    found += _not_reported(found, _first_per_field(check_request(kind, request)))
+    text = "" if found else canonical_json(request)
+    if len(text) > MAX_REQUEST_BYTES:
+        limit = f"{megabytes(MAX_REQUEST_BYTES)} ({MAX_REQUEST_BYTES:,} bytes)"
+        found.append(("request", f"is {len(text):,} bytes of JSON; one request is at most {limit}"))
     problems = [Problem(file, line, field_name, message) for field_name, message in found]
     if problems:
         return None, problems
@@ -70,8 +80,17 @@ def finish_item(
         request=request,
         carry=carry,
         source=f"{file}:{line}",
+        request_json=text,
     )
     return item, []
+
+
+def _not_reported(earlier: list[tuple[str, str]], found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The gateway-rule problems not already said another way (a missing prompt leaves `messages` empty)."""
+    said = {field_name for field_name, _ in earlier}
+    if said & {"prompt", "image"}:
+        said |= _INPUT_FIELDS
+    return [(field_name, message) for field_name, message in found if field_name.split(".")[0] not in said]
 
 
 def _first_per_field(found: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -27,9 +27,16 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def item_key(job: str, kind: str, request: dict[str, Any]) -> str:
-    """The stable key of an item: a hash of (job name, kind, canonical request)."""
-    text = canonical_json([job, kind, request])
+def item_key(job: str, kind: str, request: dict[str, Any], request_json: str | None = None) -> str:
+    """The stable key of an item: a hash of (job name, kind, canonical request).
+
+    `request_json` is `canonical_json(request)` when the caller has it: the key's text is then
+    joined from it instead of dumping the request a second time (the same text either way).
+    """
+    if request_json is None:
+        text = canonical_json([job, kind, request])
+    else:
+        text = canonical_json([job, kind])[:-1] + "," + request_json + "]"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -54,11 +61,12 @@ class Item(BaseModel):
         request: dict[str, Any],
         carry: dict[str, Any] | None = None,
         source: str = "",
+        request_json: str | None = None,
     ) -> Item:
         # model_construct: every field is built here from checked parts, so skip re-validation
         # (it is a third of the cost of expanding a million-row file).
         return cls.model_construct(
-            key=item_key(job, kind, request),
+            key=item_key(job, kind, request, request_json),
             item_id=item_id,
             job=job,
             kind=kind,

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -21,10 +22,12 @@ from relaybatch.manifests.csv_manifest import table_job
 from relaybatch.manifests.duplicates import DuplicateFinder, Repeat, Where
 from relaybatch.manifests.expand import JobSource
 from relaybatch.manifests.items import Item
+from relaybatch.manifests.limits import MAX_INLINE_ITEMS, MAX_YAML_BYTES, megabytes
 from relaybatch.manifests.problems import ManifestInvalid, Problem
-from relaybatch.manifests.schema import ManifestFile, RunSettings
+from relaybatch.manifests.schema import JobSpec, RunSettings
+from relaybatch.manifests.text_files import TextFileError, decode_failure, encoding_of
 from relaybatch.manifests.yaml_jobs import YamlJob
-from relaybatch.manifests.yaml_lines import Path_, line_of, load_with_lines
+from relaybatch.manifests.yaml_lines import Path_, YamlLimitError, line_of, load_with_lines
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
 # Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
@@ -47,6 +50,11 @@ class Validation:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def found(self) -> int:
+        """Problems found so far, kept or not."""
+        return len(self.problems) + self.truncated
+
     def add(self, problems: list[Problem], cap: int) -> None:
         room = max(cap - len(self.problems), 0)
         self.problems.extend(problems[:room])
@@ -67,6 +75,7 @@ class Manifest:
     path: Path
     settings: RunSettings
     jobs: list[JobSource]
+    problems: list[Problem] = field(default_factory=list)  # structure mistakes found on opening
 
     @property
     def run_name(self) -> str:
@@ -79,6 +88,8 @@ class Manifest:
 
     def iter_items(self) -> Iterator[Item]:
         """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first)."""
+        if self.problems:
+            raise ManifestInvalid(self.problems)
         for job in self.jobs:
             for item, problems in job.expand():
                 if problems:
@@ -89,8 +100,10 @@ class Manifest:
     def validate(self, max_problems: int = MAX_PROBLEMS) -> Validation:
         """Walk every row once, collecting every problem and duplicate; memory stays flat."""
         result = Validation()
+        result.add(self.problems, max_problems)
         with DuplicateFinder() as keys, DuplicateFinder() as ids:
             for job_index, job in enumerate(self.jobs):
+                found_before, items_before = result.found, result.total
                 for number, (item, problems) in enumerate(job.expand(), start=1):
                     result.add(problems, max_problems)
                     if item is not None:
@@ -100,6 +113,8 @@ class Manifest:
                         ids.add(_id_key(item), where, item.item_id)
                     if keys.full:
                         result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
+                if job.empty is not None and (result.found, result.total) == (found_before, items_before):
+                    result.add([job.empty], max_problems)
             result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
         return result
 
@@ -155,35 +170,119 @@ def open_manifest(path: Path) -> Manifest:
 
 
 def _open_yaml(path: Path) -> Manifest:
+    document, lines = _load_yaml(path)
+    if document is None:
+        raise ManifestInvalid(
+            [Problem(str(path), 1, None, "is empty; a manifest needs `jobs:` (docs/manifests.md)")]
+        )
+    if not isinstance(document, dict):
+        raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
+    problems = [
+        Problem(str(path), line_of(lines, (key,)), str(key), _NOT_A_FIELD)
+        for key in document
+        if key not in ("run", "jobs")
+    ]
+    settings = RunSettings()
+    try:
+        settings = RunSettings.model_validate(document.get("run") or {})
+    except ValidationError as error:
+        problems += _located(path, error, lines, ("run",))
+    specs, found = _job_specs(path, document.get("jobs"), lines)
+    problems += found
+    jobs = [YamlJob(spec, index, path, lines).source() for index, spec in specs]
+    return Manifest(path, settings, jobs, problems)
+
+
+def _load_yaml(path: Path) -> tuple[Any, dict[Path_, int]]:
+    """The YAML document and its line map; raise ManifestInvalid (located) when it cannot be loaded."""
     import yaml
 
     try:
-        document, lines = load_with_lines(path.read_text(encoding="utf-8"))
+        text = _yaml_text(path)
+        return load_with_lines(text)
+    except (TextFileError, YamlLimitError) as error:
+        raise ManifestInvalid([Problem(str(path), error.line, None, error.message)]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         reason = getattr(error, "problem", None) or str(error).splitlines()[0]
         message = f"is not valid YAML ({reason}); check indentation, colons and quotes"
         raise ManifestInvalid([Problem(str(path), line, None, message)]) from None
-    if not isinstance(document, dict):
-        raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
+
+
+def _yaml_text(path: Path) -> str:
+    """The manifest's text in its encoding, refusing one past MAX_YAML_BYTES at the line it crosses it."""
+    encoding = encoding_of(path)
+    with open(path, "rb") as handle:
+        head = handle.read(MAX_YAML_BYTES + 1)
+    if len(head) > MAX_YAML_BYTES:
+        line = head[:MAX_YAML_BYTES].count(b"\n") + 1
+        raise TextFileError(
+            line,
+            f"the YAML manifest is longer than {megabytes(MAX_YAML_BYTES)}; "
+            "put the rows in a data file (data: rows.csv, .jsonl or .parquet), which streams",
+        )
     try:
-        parsed = ManifestFile.model_validate(document)
-    except ValidationError as error:
-        raise ManifestInvalid(_located(path, error, lines)) from None
-    jobs = [YamlJob(spec, index, path, lines).source() for index, spec in enumerate(parsed.jobs)]
-    return Manifest(path, parsed.run, jobs)
+        return head.decode(encoding)
+    except UnicodeDecodeError:
+        raise decode_failure(path, encoding) from None
 
 
-def _located(path: Path, error: ValidationError, lines: dict[Path_, int]) -> list[Problem]:
+def _job_specs(
+    path: Path, jobs: Any, lines: dict[Path_, int]
+) -> tuple[list[tuple[int, JobSpec]], list[Problem]]:
+    """Every job that is well formed, by its index, and a problem for each mistake in the others."""
+    if not isinstance(jobs, list) or not jobs:
+        message = (
+            "is required: a list of at least one job"
+            if jobs is None
+            else "must be a list of at least one job"
+        )
+        return [], [Problem(str(path), line_of(lines, ("jobs",)), "jobs", message)]
+    specs: list[tuple[int, JobSpec]] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        items = job.get("items") if isinstance(job, dict) else None
+        if isinstance(items, list) and len(items) > MAX_INLINE_ITEMS:
+            message = (
+                f"has {len(items):,} inline rows; a job holds at most {MAX_INLINE_ITEMS:,} inline, "
+                "put the rows in a data file (data: rows.csv, .jsonl or .parquet)"
+            )
+            problems.append(
+                Problem(str(path), line_of(lines, ("jobs", index, "items")), f"jobs[{index}].items", message)
+            )
+            continue
+        try:
+            spec = JobSpec.model_validate(job)
+        except ValidationError as error:
+            problems += _located(path, error, lines, ("jobs", index))
+            continue
+        if spec.name in seen:
+            message = (
+                f"job name '{spec.name}' is already used by jobs[{seen[spec.name]}]; job names are unique"
+            )
+            problems.append(
+                Problem(str(path), line_of(lines, ("jobs", index, "name")), f"jobs[{index}].name", message)
+            )
+            continue
+        seen[spec.name] = index
+        specs.append((index, spec))
+    return specs, problems
+
+
+_NOT_A_FIELD = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+
+
+def _located(path: Path, error: ValidationError, lines: dict[Path_, int], prefix: Path_) -> list[Problem]:
     problems = []
     for detail in error.errors():
-        loc = tuple(detail["loc"])
+        loc = (*prefix, *detail["loc"])
         field_name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "missing":
             message = "is required"
         elif detail["type"] == "extra_forbidden":
-            message = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+            message = _NOT_A_FIELD
         problems.append(Problem(str(path), line_of(lines, loc), field_name or None, message))
     return problems

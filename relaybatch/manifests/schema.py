@@ -74,19 +74,3 @@ class JobSpec(BaseModel):
         if self.image is None:
             return []
         return [self.image] if isinstance(self.image, str) else list(self.image)
-
-
-class ManifestFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    run: RunSettings = Field(default_factory=RunSettings)
-    jobs: list[JobSpec] = Field(min_length=1)
-
-    @field_validator("jobs")
-    @classmethod
-    def _unique_names(cls, jobs: list[JobSpec]) -> list[JobSpec]:
-        names = [job.name for job in jobs]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"job names must be unique; repeated: {', '.join(repeated)}")
-        return jobs

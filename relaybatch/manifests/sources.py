@@ -1,7 +1,9 @@
 """Data files as streams of rows: CSV, JSONL and Parquet, one row in memory at a time.
 
 Each row comes with its line (CSV, JSONL) or 1-based row number (Parquet), so a problem can say
-exactly where it is. Parquet is read in record batches, never as a whole table.
+exactly where it is. Parquet is read in record batches, never as a whole table. Text files are read
+in the encoding their byte-order mark declares (text_files.py), a line at a time up to the limit
+of one request; a file that stops being readable ends in one located BadRow, never an exception.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relaybatch.errors import UserError
+from relaybatch.manifests.limits import MAX_DEPTH, MAX_REQUEST_BYTES
+from relaybatch.manifests.text_files import TextFileError, bounded_lines, decode_failure, open_text
 
 # Rows per Parquet record batch: big enough to be fast, small enough to keep memory flat.
 PARQUET_BATCH_ROWS = 4096
@@ -59,105 +62,170 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
     return plain
 
 
-class UnreadableDataFile(UserError):
-    """A data file that cannot be decoded at all: no row of it can be trusted, so nothing runs."""
+class NestingTooDeep(ValueError):
+    """JSON that nests deeper than MAX_DEPTH."""
 
 
-def _unreadable(path: Path, error: Exception) -> UnreadableDataFile:
-    if isinstance(error, UnicodeDecodeError):
-        how = f"is not UTF-8 text (byte {error.start}); save it as UTF-8 and try again"
-    elif path.suffix.lower() == ".parquet":
-        how = f"is not a readable Parquet file ({error}); write it again with a Parquet writer"
-    else:
-        how = f"cannot be read ({error})"
-    return UnreadableDataFile(f"{path}: {how}")
+def parse_json(text: str) -> Any:
+    """JSON text to a value; raise ValueError saying what to do when it is broken or nests too deep."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"is not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise NestingTooDeep(_too_deep()) from None
+    if nesting_depth(value) > MAX_DEPTH:
+        raise NestingTooDeep(_too_deep())
+    return value
 
 
-def _decoding_errors() -> tuple[type[Exception], ...]:
-    import pyarrow as pa
+def nesting_depth(value: Any) -> int:
+    """How many mappings and lists deep a value goes (a scalar is 0), walked without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:  # deeper than the limit is all a caller needs to know
+                inner = current.values() if isinstance(current, dict) else current
+                stack.extend((child, depth + 1) for child in inner)
+    return deepest
 
-    return (UnicodeDecodeError, pa.ArrowException, OSError)
+
+def _too_deep() -> str:
+    return f"nests lists or objects more than {MAX_DEPTH} levels deep; flatten it"
 
 
 def columns_of(path: Path) -> list[str] | None:
-    """The columns every row has (CSV header, Parquet schema); None when rows may differ (JSONL)."""
-    try:
-        return _columns_of(path)
-    except _decoding_errors() as error:
-        raise _unreadable(path, error) from None
-
-
-def _columns_of(path: Path) -> list[str] | None:
+    """The columns every row has (CSV header, Parquet schema); None when rows may differ (JSONL)
+    or the file cannot be read (its rows then report why)."""
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as handle:
-            return next(csv.reader(handle), [])
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
+    try:
+        if suffix == ".csv":
+            handle, _ = open_text(path, newline="")
+            with handle:
+                header = next(csv.reader(bounded_lines(handle)), None)
+            return header or None
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
 
-        return list(pq.ParquetFile(path).schema_arrow.names)
+            return list(pq.ParquetFile(path).schema_arrow.names)
+    except (TextFileError, UnicodeDecodeError, csv.Error, OSError, _arrow_error()):
+        return None
     return None
+
+
+def _arrow_error() -> type[Exception]:
+    import pyarrow as pa
+
+    return pa.ArrowException
 
 
 def iter_rows(path: Path) -> Iterator[Row | BadRow]:
     """The rows of a data file, streamed; the suffix picks the reader.
 
-    A file that cannot be decoded (not UTF-8, not Parquet) raises UnreadableDataFile naming it.
+    A file that stops being readable (bad encoding, an endless line, not Parquet) ends in one BadRow
+    naming the first line that failed; a file with no rows is one BadRow saying so.
     """
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return _reporting_decode_errors(path, _csv_rows(path))
+        return _csv_rows(path)
     if suffix == ".jsonl":
-        return _reporting_decode_errors(path, _jsonl_rows(path))
+        return _jsonl_rows(path)
     if suffix == ".parquet":
-        return _reporting_decode_errors(path, _parquet_rows(path))
+        return _parquet_rows(path)
     raise ValueError(f"unsupported data file type '{path.suffix}'; use one of {', '.join(DATA_SUFFIXES)}")
 
 
-def _reporting_decode_errors(path: Path, rows: Iterator[Row | BadRow]) -> Iterator[Row | BadRow]:
-    try:
-        yield from rows
-    except _decoding_errors() as error:
-        raise _unreadable(path, error) from None
-
-
 def _csv_rows(path: Path) -> Iterator[Row | BadRow]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for number, values in enumerate(reader, start=1):
-            if None in values:
-                yield BadRow(reader.line_num, "has more cells than the header has columns")
-                continue
-            yield Row(reader.line_num, dict(values), number)
+    # A cell may hold a base64 image: let it be as long as one request may be (default 128 KB).
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_REQUEST_BYTES))
+    try:
+        handle, encoding = open_text(path, newline="")
+    except TextFileError as error:
+        yield BadRow(error.line, error.message)
+        return
+    number = 0
+    with handle:
+        reader = csv.DictReader(bounded_lines(handle))
+        try:
+            for number, values in enumerate(reader, start=1):
+                if None in values:
+                    yield BadRow(reader.line_num, "has more cells than the header has columns")
+                    continue
+                yield Row(reader.line_num, dict(values), number)
+        except UnicodeDecodeError:
+            failure = decode_failure(path, encoding)
+            yield BadRow(failure.line, failure.message)
+            return
+        except TextFileError as error:
+            yield BadRow(error.line, error.message)
+            return
+        except csv.Error as error:
+            yield BadRow(reader.line_num, f"is not valid CSV ({error}); check its quotes")
+            return
+    if number == 0:
+        what = "has a header line but no rows" if reader.fieldnames else "is empty"
+        yield BadRow(1, f"{what}; a data file needs a header line and at least one row")
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row | BadRow]:
     number = 0
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            number += 1
-            try:
-                values = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield BadRow(line_number, f"is not valid JSON ({error.msg}); write one JSON object per line")
-                continue
-            if not isinstance(values, dict):
-                yield BadRow(line_number, "is not a JSON object; write one object per line")
-                continue
-            yield Row(line_number, values, number)
+    line_number = 0
+    try:
+        handle, encoding = open_text(path)
+    except TextFileError as error:
+        yield BadRow(error.line, error.message)
+        return
+    with handle:
+        try:
+            for line_number, line in enumerate(bounded_lines(handle), start=1):
+                if not line.strip():
+                    continue
+                number += 1
+                try:
+                    values = parse_json(line)
+                except NestingTooDeep as error:
+                    yield BadRow(line_number, str(error))
+                    continue
+                except ValueError as error:
+                    yield BadRow(line_number, f"{error}; write one JSON object per line")
+                    continue
+                if not isinstance(values, dict):
+                    yield BadRow(line_number, "is not a JSON object; write one object per line")
+                    continue
+                yield Row(line_number, values, number)
+        except UnicodeDecodeError:
+            failure = decode_failure(path, encoding)
+            yield BadRow(failure.line, failure.message)
+            return
+        except TextFileError as error:
+            yield BadRow(error.line, error.message)
+            return
+    if number == 0:
+        yield BadRow(1, "is empty; write one JSON object per line")
 
 
 def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
     import pyarrow.parquet as pq
 
     row_number = 0
-    parquet = pq.ParquetFile(path)
+    try:
+        parquet = pq.ParquetFile(path)
+    except (_arrow_error(), OSError) as error:
+        yield BadRow(1, f"is not a readable Parquet file ({error}); write it again with a Parquet writer")
+        return
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for values in batch.to_pylist():
                 row_number += 1
                 yield Row(row_number, _plain(values), row_number)
+    except (_arrow_error(), OSError) as error:
+        message = f"cannot be read from here on ({error}); write the file again with a Parquet writer"
+        yield BadRow(row_number + 1, message)
+        return
     finally:
         parquet.close()
+    if row_number == 0:
+        yield BadRow(1, "has no rows; a data file needs at least one row")

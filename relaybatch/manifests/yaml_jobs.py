@@ -28,9 +28,19 @@ class YamlJob:
         self.images_dir = self.data.parent if self.data else manifest.parent
         self.request_template = jsonable(spec.request)  # YAML may hold dates: keep requests plain JSON
         self._needed: set[str] = set()  # every column the job reads, filled by the up-front check
+        # Set by the up-front check: rows are still read, but only checked for what does not need
+        # the broken templates (readable rows, images), so one pass reports both kinds of mistake.
+        self._templates_broken = False
+        # Inputs the kind cannot take, reported once up front instead of on every row.
+        self._takes_image = self._takes_system = True
 
     def source(self) -> JobSource:
         file = str(self.data) if self.data else str(self.manifest)
+        problems = self._upfront_problems()
+        readable = self.data is None or (self.data.suffix.lower() in DATA_SUFFIXES and self.data.is_file())
+        where = "items" if self.data is None else "data"
+        line, field = self._where(where)
+        empty = Problem(str(self.manifest), line, field, "gives no rows; give at least one row")
         return JobSource(
             name=self.spec.name,
             file=file,
@@ -40,7 +50,9 @@ class YamlJob:
             model=self.spec.model,
             budget_usd=self.spec.budget_usd,
             provider=self.spec.provider,
-            problems=self._upfront_problems(),
+            problems=problems,
+            rows_readable=readable,
+            empty=empty,
         )
 
     # --- where things are -------------------------------------------------------------------
@@ -77,15 +89,19 @@ class YamlJob:
         try:
             used = self._used_columns()
         except TemplateError as error:
-            return [self._problem(str(error), *error.location)]
+            self._templates_broken = True
+            problems.append(self._problem(str(error), *error.location))
+            used = []
         self._needed = {column for _, column in used}
         if self.spec.kind not in CHAT_KINDS:
             if self.spec.image is not None:
                 message = f"kind {self.spec.kind} takes no image input; use generate_content to edit images"
                 problems.append(self._problem(message, "image"))
+                self._takes_image = False
             if self.spec.system is not None:
                 message = f"kind {self.spec.kind} has no system instruction; put it in the prompt"
                 problems.append(self._problem(message, "system"))
+                self._takes_system = False
         if self.data is not None:
             if self.data.suffix.lower() not in DATA_SUFFIXES:
                 return [
@@ -97,6 +113,7 @@ class YamlJob:
             if columns is not None:
                 for location, column in used:
                     if column not in columns:
+                        self._templates_broken = True
                         problems.append(
                             self._problem(
                                 f"names column '{column}' that {self.data.name} does not have "
@@ -119,6 +136,10 @@ class YamlJob:
     def _to_item(self, row: Row) -> Expanded:
         spec = self.spec
         file = str(self.data) if self.data else str(self.manifest)
+        images, earlier = self._images(row)
+        if self._templates_broken:
+            # The templates' problems were reported up front; what else this row holds is still checked.
+            return None, [Problem(file, row.line, column, message) for column, message in earlier]
         missing = sorted(column for column in self._needed if column not in row.values)
         if missing:
             message = f"has no column {', '.join(missing)} that the job's templates use"
@@ -126,15 +147,8 @@ class YamlJob:
         request: dict[str, Any] = fill(self.request_template, row.values)
         if spec.model is not None:
             request.setdefault("model", spec.model)
-        earlier: list[tuple[str, str]] = []
-        images: list[InlineImage] = []
-        for column in spec.image_columns:
-            try:
-                images.append(load_image(row.values[column], self.images_dir))
-            except ImageInputError as error:
-                earlier.append((column, str(error)))
         text = render(spec.prompt, row.values) if spec.prompt is not None else None
-        system = render(spec.system, row.values) if spec.system is not None else None
+        system = render(spec.system, row.values) if spec.system is not None and self._takes_system else None
         earlier += place_inputs(spec.kind, request, text, system, images)
         return finish_item(
             job=spec.name,
@@ -146,6 +160,21 @@ class YamlJob:
             line=row.line,
             earlier=earlier,
         )
+
+    def _images(self, row: Row) -> tuple[list[InlineImage], list[tuple[str, str]]]:
+        """The row's images, and (column, message) for each that cannot be used."""
+        images: list[InlineImage] = []
+        problems: list[tuple[str, str]] = []
+        if not self._takes_image:
+            return images, problems
+        for column in self.spec.image_columns:
+            if column not in row.values:
+                continue  # reported up front (data file) or as a missing column (this row)
+            try:
+                images.append(load_image(row.values[column], self.images_dir))
+            except ImageInputError as error:
+                problems.append((column, str(error)))
+        return images, problems
 
     def _item_id(self, row: Row) -> str:
         if self.spec.id is not None:

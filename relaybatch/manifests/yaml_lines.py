@@ -1,4 +1,11 @@
-"""YAML with line numbers: map each value's path (as pydantic reports it) to its line."""
+"""YAML with line numbers and bounds: map each value's path (as pydantic reports it) to its line.
+
+The document is composed once by a loader that refuses, at the offending line, nesting deeper than
+MAX_DEPTH, an alias that refers to itself, and aliases that repeat more than MAX_ALIAS_VALUES values
+in total ("billion laughs": PyYAML shares aliased nodes, but everything that walks the document,
+the line map, pydantic and the request templates, would copy them out). The line map and the
+Python values are then built from that one node tree.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +13,89 @@ from typing import Any
 
 import yaml
 
+from relaybatch.manifests.limits import MAX_ALIAS_VALUES, MAX_DEPTH
+
 Path_ = tuple[int | str, ...]
 
 
+class YamlLimitError(ValueError):
+    """A YAML document past one of the loading limits, at `line` (1-based)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts nesting and alias expansion while composing, before anything is copied."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._alias_values = 0
+        self._sizes: dict[int, int] = {}  # id(node) -> values it stands for, aliases expanded
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise YamlLimitError(line, f"alias *{event.anchor} refers to a value that contains it")
+            self._alias_values += size
+            if self._alias_values > MAX_ALIAS_VALUES:
+                raise YamlLimitError(
+                    line,
+                    f"aliases (*name) repeat more than {MAX_ALIAS_VALUES:,} values in this document; "
+                    "write the values out, or use fewer and smaller aliases",
+                )
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise YamlLimitError(line, f"nests more than {MAX_DEPTH} levels deep; flatten it")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is not None:
+            self._sizes[id(node)] = 1 + sum(self._sizes.get(id(child), 1) for child in _children(node))
+        return node
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
-    """The parsed document and a map from value path to its 1-based line."""
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    lines: dict[Path_, int] = {}
-    if node is not None:
+    """The parsed document and a map from value path to its 1-based line.
+
+    Raise yaml.YAMLError for text that is not YAML, YamlLimitError for one past the limits.
+    """
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        lines: dict[Path_, int] = {}
         _walk(node, (), lines)
-    return yaml.safe_load(text), lines
+        return loader.construct_document(node), lines
+    finally:
+        loader.dispose()
 
 
 def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
-            key = key_node.value
+            # A key that is itself a list or mapping cannot name a field; its text stands in.
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
             # Keys are recorded at the key's line, so a missing or extra field points at its mapping.
-            lines[(*path, key)] = key_node.start_mark.line + 1
             _walk(value_node, (*path, key), lines)
             lines[(*path, key)] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):

@@ -176,3 +176,60 @@ def test_all_problems_come_together_and_are_capped(write) -> None:
     with pytest.raises(ManifestInvalid) as caught:
         validation.raise_if_invalid()
     assert "... and 20 more problems" in str(caught.value)
+
+
+def test_one_pass_reports_structure_templates_rows_files_and_kind_checks_together(
+    write, tmp_path: Path, png: bytes
+) -> None:
+    (tmp_path / "cat.png").write_bytes(png)
+    (tmp_path / "d.csv").write_text("id,q,photo\n1,hi,cat.png\n2,ho,dog.png\n")
+    (tmp_path / "r.jsonl").write_text('{"q": "a"}\n{broken\n{"q": "b", "n": "lots"}\n')
+    manifest = write(
+        "m.yaml",
+        """
+        run:
+          concurrency: 0
+        colour: blue
+        jobs:
+          - {name: bad, kind: chatt, model: m, prompt: x, items: [{q: 1}]}
+          - {name: cols, kind: chat, model: m, prompt: "{questoin}", image: photo, data: d.csv}
+          - {name: rows, kind: image, model: m, prompt: "{q}", request: {n: "{n}"}, data: r.jsonl}
+          - {name: kinds, kind: messages, model: m, prompt: "{q}", items: [{q: 1}, {q: 2}]}
+          - {name: kinds, kind: chat, model: m, prompt: x, items: [{q: 1}]}
+          - {name: none, kind: chat, model: m, prompt: x, items: []}
+        """,
+    )
+    data, rows = tmp_path / "d.csv", tmp_path / "r.jsonl"
+    assert _problems(manifest) == [
+        f"{manifest}:3: colour: is not a manifest field; check its spelling (docs/manifests.md lists the fields)",
+        f"{manifest}:2: run.concurrency: Input should be greater than or equal to 1",
+        f"{manifest}:5: jobs[0].kind: Input should be 'chat', 'responses', 'messages', 'generate_content', "
+        "'image', 'video', 'video_v1', 'judgment' or 'web_search'",
+        f"{manifest}:9: jobs[4].name: job name 'kinds' is already used by jobs[3]; job names are unique",
+        f"{manifest}:6: jobs[1].prompt: names column 'questoin' that d.csv does not have (columns: id, q, photo)",
+        f"{data}:3: photo: image file 'dog.png' not found (paths are relative to {tmp_path})",
+        f"{rows}:1: has no column n that the job's templates use",
+        f"{rows}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
+        "write one JSON object per line",
+        f"{rows}:3: n: 'lots' is not a number",
+        f"{manifest}:8: max_tokens: is required",
+        f"{manifest}:8: max_tokens: is required",
+        f"{manifest}:10: jobs[5].items: gives no rows; give at least one row",
+    ]
+
+
+def test_a_row_with_a_bad_input_still_gets_its_gateway_checks(write, tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("q,photo,limit\nhi,missing.png,lots\n")
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - {name: a, kind: messages, model: m, prompt: "{q}", image: photo, request: {temperature: 3}, data: d.csv}
+        """,
+    )
+    data = tmp_path / "d.csv"
+    assert _problems(manifest) == [
+        f"{data}:2: photo: image file 'missing.png' not found (paths are relative to {tmp_path})",
+        f"{data}:2: max_tokens: is required",
+        f"{data}:2: temperature: Input should be less than or equal to 1",
+    ]
