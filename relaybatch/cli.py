@@ -365,27 +365,44 @@ def serve(config: DeploymentsOption = None) -> None:
 @emulator_app.command("serve")
 @reports_user_errors
 def emulator_serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8780,
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on; beyond loopback (e.g. 0.0.0.0) needs an admin token."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one (printed).")] = 8780,
     config: Annotated[
         Path | None,
-        typer.Option(help="Emulator configuration file [default: configs/emulator.yaml]."),
+        typer.Option(
+            envvar="RELAYBATCH_EMULATOR_CONFIG",
+            show_envvar=False,
+            help="Emulator configuration file "
+            "[default: RELAYBATCH_EMULATOR_CONFIG, else configs/emulator.yaml].",
+        ),
+    ] = None,
+    admin_token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RELAYBATCH_EMULATOR_ADMIN_TOKEN",
+            show_envvar=False,
+            help="Token the admin API (/_emulator/) requires as 'Authorization: Bearer TOKEN' "
+            "[default: RELAYBATCH_EMULATOR_ADMIN_TOKEN; unset: open, loopback only]. "
+            "Prefer the variable: a command-line token shows in the process list.",
+        ),
     ] = None,
 ) -> None:
-    """Serve the gateway emulator over HTTP until interrupted."""
-    import uvicorn
+    """Serve the gateway emulator over HTTP until interrupted; prints its address, keys and admin API."""
+    from relaybatch.emulator.config import DEFAULT_CONFIG_PATH, load_config
+    from relaybatch.emulator.serving import serve
 
-    from relaybatch.emulator import create_app, load_config
-
-    # No access log and no proxy-header rewriting: both cost per request, and the emulator's
-    # request log (GET /_emulator/requests) already records every call.
-    uvicorn.run(
-        create_app(load_config(config)),
+    config_path = config or DEFAULT_CONFIG_PATH
+    serve(
+        load_config(config_path),
+        config_path,
         host=host,
         port=port,
-        log_level="warning",
-        access_log=False,
-        proxy_headers=False,
+        admin_token=admin_token,
+        say=lambda line: typer.echo(line),
+        warn=lambda line: typer.echo(line, err=True),
     )
 
 

@@ -1,4 +1,9 @@
-"""The admin API under /_emulator/ (JSON, no auth, no rate limit, no faults): inspect and steer the emulator.
+"""The admin API under /_emulator/ (JSON, no rate limit, no faults): inspect and steer the emulator.
+
+Open by default (the emulator listens on loopback). With an admin token (``create_app(...,
+admin_token=...)``, ``relaybatch emulator serve --admin-token`` or RELAYBATCH_EMULATOR_ADMIN_TOKEN;
+required when served beyond loopback) every admin route needs ``Authorization: Bearer <token>``
+and answers 401 without it. The gateway's own API keys never open the admin API.
 
 GET  /_emulator/requests                 request log: total, a count per distinct
                                          (method, path, body hash), recent entries
@@ -14,6 +19,8 @@ GET  /_emulator/faults, PUT /_emulator/faults   the fault rules ({"seed": 0, "ru
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Awaitable, Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -126,13 +133,42 @@ async def faults(request: Request) -> Response:
     return JSONResponse(injector.config.model_dump())
 
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def admin_refusal(request: Request) -> Response | None:
+    """401 when the app has an admin token and the request does not present it, else None."""
+    token: str | None = getattr(request.app.state, "admin_token", None)
+    if not token:
+        return None
+    scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and secrets.compare_digest(presented.strip().encode(), token.encode()):
+        return None
+    return error_response(
+        401,
+        None,
+        "the admin API needs 'Authorization: Bearer <admin token>' "
+        "(the token given to relaybatch emulator serve)",
+        headers={"WWW-Authenticate": 'Bearer realm="relaybatch-emulator-admin"'},
+    )
+
+
+def _guarded(endpoint: Endpoint) -> Endpoint:
+    async def guarded(request: Request) -> Response:
+        return admin_refusal(request) or await endpoint(request)
+
+    guarded.__name__ = endpoint.__name__
+    return guarded
+
+
 def routes() -> list[Route]:
-    return [
-        Route("/_emulator/requests", requests_log, methods=["GET"]),
-        Route("/_emulator/ledger", ledger, methods=["GET"]),
-        Route("/_emulator/accounts", accounts, methods=["GET"]),
-        Route("/_emulator/accounts/{name}/balance", top_up, methods=["POST"]),
-        Route("/_emulator/clock", clock_now, methods=["GET"]),
-        Route("/_emulator/clock/advance", clock_advance, methods=["POST"]),
-        Route("/_emulator/faults", faults, methods=["GET", "PUT"]),
+    table: list[tuple[str, Endpoint, list[str]]] = [
+        ("/_emulator/requests", requests_log, ["GET"]),
+        ("/_emulator/ledger", ledger, ["GET"]),
+        ("/_emulator/accounts", accounts, ["GET"]),
+        ("/_emulator/accounts/{name}/balance", top_up, ["POST"]),
+        ("/_emulator/clock", clock_now, ["GET"]),
+        ("/_emulator/clock/advance", clock_advance, ["POST"]),
+        ("/_emulator/faults", faults, ["GET", "PUT"]),
     ]
+    return [Route(path, _guarded(endpoint), methods=methods) for path, endpoint, methods in table]

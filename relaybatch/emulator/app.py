@@ -41,8 +41,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-def create_app(config: EmulatorConfig | None = None, *, clock: Clock | None = None) -> Starlette:
-    """Build an emulator app; each app has its own state, so tests never share accounts or logs."""
+def create_app(
+    config: EmulatorConfig | None = None, *, clock: Clock | None = None, admin_token: str | None = None
+) -> Starlette:
+    """Build an emulator app; each app has its own state, so tests never share accounts or logs.
+
+    ``admin_token``: when given, the admin API (/_emulator/) needs it as a Bearer token.
+    """
     routes: list[Any] = [
         *catalog_routes(),
         *text.routes(),
@@ -57,4 +62,5 @@ def create_app(config: EmulatorConfig | None = None, *, clock: Clock | None = No
         exception_handlers={HTTPException: _http_error},
     )
     app.state.emulator = EmulatorState(config or load_config(), clock)
+    app.state.admin_token = admin_token or None
     return app
