@@ -2,8 +2,10 @@
 
 The emulator's own request log counts requests per body but not what it answered, and a peer
 cannot tell us how many 429s it swallowed, so a thin ASGI wrapper counts every status the
-emulator sends on a public route (``GET /_bench/statuses``). Everything else is the emulator
-exactly as ``relaybatch emulator serve`` runs it.
+emulator sends on a public route (``GET /_bench/statuses``). It also notes when the first public
+request arrives (``GET /_bench/first``: the system's monotonic clock, which every process on the
+machine shares; ``POST /_bench/first`` forgets it, to time the next run). Everything else is the
+emulator exactly as ``relaybatch emulator serve`` runs it.
 
     python benchmarks/peers/emulator_server.py --port 8781 --config FILE
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from relaybatch.emulator import create_app, load_config
 
 STATUS_PATH = "/_bench/statuses"
+FIRST_PATH = "/_bench/first"
 
 
 class StatusCounter:
@@ -29,17 +33,26 @@ class StatusCounter:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.statuses: Counter[int] = Counter()
+        self.first_request: float | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         if scope["path"] == STATUS_PATH:
-            await self._report(send)
+            await self._report(send, {str(status): count for status, count in sorted(self.statuses.items())})
+            return
+        if scope["path"] == FIRST_PATH:
+            if scope["method"] == "POST":
+                self.first_request = None
+            await self._report(send, {"monotonic": self.first_request})
             return
         if scope["path"].startswith("/_emulator/"):
             await self.app(scope, receive, send)
             return
+
+        if self.first_request is None:
+            self.first_request = time.monotonic()
 
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -48,8 +61,8 @@ class StatusCounter:
 
         await self.app(scope, receive, counting_send)
 
-    async def _report(self, send: Send) -> None:
-        body = json.dumps({str(status): count for status, count in sorted(self.statuses.items())}).encode()
+    async def _report(self, send: Send, answer: dict[str, object]) -> None:
+        body = json.dumps(answer).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,200 @@
+"""`relaybatch run` as a user's clock sees it: one process, from spawn to exit, against a served emulator.
+
+For each size, a zero-latency chat manifest (a JSONL table) runs through the command exactly as
+a user types it, start-up, validation, checkpoint, execution, results, ledger and report included:
+
+- end to end: wall seconds and items/s (target >= 2,000 items/s at 20,000 items);
+- memory: the process's peak resident set from ``wait4`` (target <= 250 MB at 20,000 items, and
+  at 1,000,000 within 1.1x of the 20,000 figure);
+- disk: bytes per item of every file the run leaves (checkpoint, cost store, results, ledger);
+- a no-op re-run of the finished run (target <= 3 s);
+- a resume of the run after 1 % new rows are appended to its manifest: seconds from spawn to the
+  first request the emulator sees (target <= 3 s), and the whole process.
+
+The emulator is ``benchmarks/peers/emulator_server.py`` in its own process (it notes the moment of
+the first public request on the machine's monotonic clock, which this process shares).
+
+    .venv/bin/python benchmarks/cli_end_to_end.py                       # 20,000 items
+    .venv/bin/python benchmarks/cli_end_to_end.py --items 20000,1000000 # the memory ratio too
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+
+from bench import (
+    BENCH_KEY,
+    CONCURRENCY,
+    PROJECT_PYTHON,
+    Scenario,
+    ServedEmulator,
+    emulator_config,
+    wait_with_peak_memory,
+    write_work,
+)
+
+TARGET_ITEMS_PER_SECOND = 2_000
+TARGET_PEAK_MB = 250
+TARGET_MEMORY_GROWTH = 1.1
+TARGET_START_SECONDS = 3.0
+RESUME_SHARE = 0.01
+
+
+@dataclass
+class Process:
+    seconds: float
+    peak_mb: float
+    exit_code: int
+    first_request_seconds: float | None = None
+
+
+@dataclass
+class Size:
+    items: int
+    run: Process | None = None
+    rerun: Process | None = None
+    resume: Process | None = None
+    completed: int = 0
+    disk: Counter[str] = field(default_factory=Counter)
+
+
+def relaybatch_run(work: Path, runs_dir: Path, emulator: ServedEmulator, log: Path) -> Process:
+    """One ``relaybatch run`` process, timed from spawn to exit, with the first request it caused."""
+    relaybatch = PROJECT_PYTHON.with_name("relaybatch")
+    command = [str(relaybatch), "run", str(work), "--runs-dir", str(runs_dir), "--base-url", emulator.url]
+    if (
+        "--concurrency"
+        in subprocess.run([str(relaybatch), "run", "--help"], capture_output=True, text=True).stdout
+    ):
+        command += ["--concurrency", str(CONCURRENCY)]
+    httpx.post(f"{emulator.url}/_bench/first", timeout=30)
+    environment = {**os.environ, "RELAYBATCH_API_KEY": BENCH_KEY}
+    with log.open("a") as output:
+        spawned = time.monotonic()
+        process = subprocess.Popen(command, stdout=output, stderr=output, env=environment)
+        peak_kb, _ = wait_with_peak_memory(process, timeout=3600)
+        seconds = time.monotonic() - spawned
+    first = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()["monotonic"]
+    return Process(
+        seconds=seconds,
+        peak_mb=peak_kb / 1024,
+        exit_code=process.returncode,
+        first_request_seconds=None if first is None else first - spawned,
+    )
+
+
+def done_rows(runs_dir: Path) -> int:
+    """Rows of the results Parquet files whose state is done."""
+    done = 0
+    for path in runs_dir.rglob("results/*.parquet"):
+        states = pq.read_table(path, columns=["state"]).column("state").to_pylist()
+        done += sum(1 for state in states if state == "done")
+    return done
+
+
+def disk_use(runs_dir: Path) -> Counter[str]:
+    """Bytes per kind of file the run left (SQLite side files counted with their database)."""
+    use: Counter[str] = Counter()
+    for path in runs_dir.rglob("*"):
+        if path.is_file():
+            name = path.name.split(".sqlite")[0] + ".sqlite" if ".sqlite" in path.name else path.suffix
+            use[name] += path.stat().st_size
+    return use
+
+
+def append_rows(work: Path, items: int, extra: int) -> None:
+    """Append ``extra`` new rows to the work file, as a user adding to a manifest would."""
+    lines = work.read_text(encoding="utf-8").splitlines()[:extra]
+    with work.open("a", encoding="utf-8") as handle:
+        for number, line in enumerate(lines):
+            handle.write(line.replace(f'"r{number}"', f'"new{number}"').replace("row ", "new row ") + "\n")
+
+
+def measure(items: int, root: Path) -> Size:
+    size = Size(items)
+    folder = root / f"size-{items}"
+    folder.mkdir()
+    work = write_work(items, folder)
+    runs_dir, log = folder / "runs", folder / "relaybatch.log"
+    scenario = Scenario("open", items, rpm=0, latency=0.0, injected_429_rate=0.0)
+    with ServedEmulator(emulator_config(scenario, folder)) as emulator:
+        size.run = relaybatch_run(work, runs_dir, emulator, log)
+        size.completed = done_rows(runs_dir)
+        size.disk = disk_use(runs_dir)
+        size.rerun = relaybatch_run(work, runs_dir, emulator, log)
+        append_rows(work, items, max(1, int(items * RESUME_SHARE)))
+        size.resume = relaybatch_run(work, runs_dir, emulator, log)
+    for process in (size.run, size.rerun, size.resume):
+        if process.exit_code != 0:
+            print(f"warning: a run of {items} items exited {process.exit_code}; see {log}", flush=True)
+    return size
+
+
+def report(sizes: list[Size]) -> None:
+    print("| items | wall s | items/s | ratio to 2,000 | peak MB | ratio to 250 MB | disk B/item |")
+    print("|---|---|---|---|---|---|---|")
+    for size in sizes:
+        assert size.run is not None
+        rate = size.completed / size.run.seconds
+        per_item = sum(size.disk.values()) / size.items
+        print(
+            f"| {size.items:,} | {size.run.seconds:.1f} | {rate:,.0f} | "
+            f"{rate / TARGET_ITEMS_PER_SECOND:.2f} | {size.run.peak_mb:.0f} | "
+            f"{size.run.peak_mb / TARGET_PEAK_MB:.2f} | {per_item:,.0f} |"
+        )
+    print()
+    for size in sizes:
+        assert size.run and size.rerun and size.resume
+        parts = ", ".join(f"{name} {use / size.items:,.0f}" for name, use in size.disk.most_common())
+        print(f"{size.items:,} items: completed {size.completed:,}; disk per item by file: {parts}")
+        start = size.run.first_request_seconds or 0.0
+        print(
+            f"  first request of the new run after {start:.2f} s "
+            f"(ratio to {TARGET_START_SECONDS:.0f} s: {start / TARGET_START_SECONDS:.2f})"
+        )
+        print(
+            f"  no-op re-run: {size.rerun.seconds:.2f} s, peak {size.rerun.peak_mb:.0f} MB "
+            f"(ratio to {TARGET_START_SECONDS:.0f} s: {size.rerun.seconds / TARGET_START_SECONDS:.2f})"
+        )
+        first = size.resume.first_request_seconds
+        print(
+            f"  resume with {RESUME_SHARE:.0%} new rows: first request after "
+            f"{'none' if first is None else f'{first:.2f} s'} "
+            f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
+            f"process {size.resume.seconds:.1f} s, peak {size.resume.peak_mb:.0f} MB"
+        )
+    if len(sizes) > 1:
+        smallest, largest = sizes[0], sizes[-1]
+        assert smallest.run and largest.run
+        growth = largest.run.peak_mb / smallest.run.peak_mb
+        print(
+            f"\npeak memory at {largest.items:,} items / at {smallest.items:,}: {growth:.2f}x "
+            f"(target <= {TARGET_MEMORY_GROWTH}x; ratio {growth / TARGET_MEMORY_GROWTH:.2f})"
+        )
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", default="20000", help="Comma-separated manifest sizes, smallest first")
+    args = parser.parse_args()
+    sizes = [int(value) for value in args.items.split(",")]
+    with tempfile.TemporaryDirectory(prefix="relaybatch-e2e-") as folder:
+        report([measure(items, Path(folder)) for items in sizes])
+
+
+if __name__ == "__main__":
+    main()
