@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import flow
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from relaybatch.flows.run_manifest import run_paths
-from relaybatch.flows.spend import SpendLine, run_spend, total_spend
 from relaybatch.flows.summary import artifact_key
 from relaybatch.tasks import export_outputs
-from relaybatch.tasks.sharding import Shard
+
+from relaybatch.run import Shard, SpendLine, spend_lines, total_spend
 
 
 @flow(name="export-run", persist_result=False)
@@ -34,7 +34,7 @@ async def cost_report(
     """Spend by job and model of one run, as table and markdown artifacts (exact decimals)."""
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()
-    lines = run_spend(paths)
+    lines = spend_lines([paths.checkpoint])
     key = artifact_key("relaybatch", run_name, "costs")
     await acreate_table_artifact(
         [{"job": line.job, "model": line.model, "usd": str(line.usd)} for line in lines],

@@ -23,14 +23,11 @@ from prefect import flow
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.logging.loggers import flow_run_logger
 from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact
-from relaybatch.flows.spend import run_spend
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items
-from relaybatch.tasks.sharding import Shard
 
-from relaybatch.manifests import run_name_for
-from relaybatch.runs import RunPaths
-from relaybatch.settings import Settings
+from relaybatch.run import PlannedRun, RunPaths, Shard, spend_lines
+from relaybatch.run import run_paths as paths_of_run
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
 
@@ -57,8 +54,7 @@ def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
 
 
 def run_paths(runs_dir: Path | None, run_name: str, shard: Shard | None) -> RunPaths:
-    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
-    paths = RunPaths.for_run(settings.runs_dir, run_name)
+    paths = paths_of_run(runs_dir, run_name)
     return shard.paths(paths) if shard else paths
 
 
@@ -83,9 +79,11 @@ async def execute_and_report(
     async with progress_artifact(paths.checkpoint, progress_every):
         result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
     results = export_outputs(paths)
-    outputs = results + [path for path in (paths.root / "ledger.parquet",) if path.exists()]
+    outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
-    await publish_summary(label, [paths.checkpoint], result.counts, run_spend(paths), outputs, notes)
+    await publish_summary(
+        label, [paths.checkpoint], result.counts, spend_lines([paths.checkpoint]), outputs, notes
+    )
     return RunOutcome(
         run_dir=paths.root,
         added=added,
@@ -110,22 +108,24 @@ async def run_manifest(
     shared_limit_rpm: int | None = None,
     progress_every: float = DEFAULT_EVERY_SECONDS,
     cancel_remote_on_cancel: bool = False,
+    planned: PlannedRun | None = None,
 ) -> RunOutcome:
-    """Run (or resume) a manifest, or one shard of it (``shard="1/2"``): done items are not sent again."""
+    """Run (or resume) a manifest, or one shard of it (``shard="1/2"``): done items are not sent again.
+
+    ``planned``: the caller already planned the manifest into its store (the CLI does, before
+    Prefect starts, so the manifest is opened once); otherwise the plan step does it here.
+    """
     # The API key is never a flow parameter (Prefect stores those): settings read it from the
     # environment inside the process that sends requests.
-    part = Shard.parse(shard) if shard else None
-    name = run_name_for(manifest)
-    paths = run_paths(runs_dir, name, part)
-    added = plan_items(manifest, paths, part)
-    label = f"{name} shard {part}" if part else name
+    if planned is None:
+        planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None)
     return await execute_and_report(
-        label,
-        paths,
+        planned.label,
+        planned.paths,
         base_url,
         shared_limit_for(shared_limit_rpm),
         progress_every,
-        added,
+        planned.added,
         cancel_remote_on_cancel,
     )
 

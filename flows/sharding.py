@@ -10,19 +10,18 @@ into the run's own results folder.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 from prefect import flow
 from prefect.deployments.flow_runs import arun_deployment
 from relaybatch.flows.run_manifest import RunOutcome, run_manifest, run_paths
-from relaybatch.flows.spend import combined_spend
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import merge_shards
-from relaybatch.tasks.sharding import shard_folders
 
 from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
+from relaybatch.run import counts as counts_of
+from relaybatch.run import shard_folders, spend_lines
 
 
 def shard_parameters(
@@ -77,18 +76,6 @@ async def _in_process(
     return sum(outcome.added for outcome in outcomes)
 
 
-def _counts(checkpoints: list[Path]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for checkpoint in checkpoints:
-        connection = sqlite3.connect(f"{checkpoint.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            for state, count in connection.execute("select state, count(*) from items group by state"):
-                counts[state] = counts.get(state, 0) + count
-        finally:
-            connection.close()
-    return counts
-
-
 @flow(name="run-sharded", persist_result=False)
 async def run_sharded(
     manifest: Path,
@@ -109,12 +96,12 @@ async def run_sharded(
     run = run_paths(runs_dir, run_name_for(manifest), None)
     results = merge_shards(run, shards)
     checkpoints = [folder.checkpoint for folder in shard_folders(run, shards)]
-    counts = _counts(checkpoints)
+    counts = counts_of(checkpoints)
     await publish_summary(
         run.root.name,
         checkpoints,
         counts,
-        combined_spend(checkpoints),
+        spend_lines(checkpoints),
         results,
         notes=[f"merged from {shards} shards under {run.root / 'shards'}"],
     )

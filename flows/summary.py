@@ -7,44 +7,18 @@ contents, request bodies or anything from the environment: no API key can reach 
 from __future__ import annotations
 
 import re
-import sqlite3
-from collections import defaultdict
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 
-
-@dataclass(frozen=True)
-class SpendLine:
-    job: str
-    model: str
-    usd: Decimal
+from relaybatch.run import SpendLine, items_per_job_and_state
 
 
 def artifact_key(*parts: str) -> str:
     """Prefect artifact keys allow lowercase letters, digits and dashes only."""
     text = "-".join(parts).lower()
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text)).strip("-") or "run"
-
-
-def items_per_job_and_state(checkpoints: list[Path]) -> list[dict[str, object]]:
-    """One row per job with a column per state; several checkpoints (shards) add up."""
-    sql = "select job, state, count(*) from items group by job, state"
-    per_job: dict[str, dict[str, int]] = defaultdict(dict)
-    for checkpoint in checkpoints:
-        connection = sqlite3.connect(f"{checkpoint.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            for job, state, count in connection.execute(sql).fetchall():
-                per_job[job][state] = per_job[job].get(state, 0) + count
-        finally:
-            connection.close()
-    states = sorted({state for counts in per_job.values() for state in counts})
-    return [
-        {"job": job, **{state: counts.get(state, 0) for state in states}, "total": sum(counts.values())}
-        for job, counts in sorted(per_job.items())
-    ]
 
 
 def summary_markdown(

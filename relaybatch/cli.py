@@ -12,7 +12,7 @@ import typer
 
 from relaybatch.console import output_console, table
 from relaybatch.errors import UserError
-from relaybatch.runs import RunPaths
+from relaybatch.run.paths import RunPaths, run_paths
 
 app = typer.Typer(
     help="Run batches of Model Relay Gateway calls from manifests, with checkpoints and exact costs.",
@@ -29,9 +29,6 @@ console = output_console()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exit code for commands that later issues build: distinct from 1 (a user error).
-NOT_BUILT_EXIT_CODE = 2
-
 
 def reports_user_errors(command: F) -> F:
     """Turn a UserError into its message on stderr and exit code 1, with no traceback."""
@@ -46,11 +43,6 @@ def reports_user_errors(command: F) -> F:
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def not_built(command: str) -> None:
-    typer.echo(f"relaybatch {command}: not built yet.", err=True)
-    raise typer.Exit(NOT_BUILT_EXIT_CODE)
 
 
 def _quiet_prefect() -> None:
@@ -107,10 +99,7 @@ DeploymentsOption = Annotated[
 
 
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
-    from relaybatch.settings import Settings
-
-    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
-    return RunPaths.for_run(settings.runs_dir, run_name).require_existing()
+    return run_paths(runs_dir, run_name).require_existing()
 
 
 @app.command()
@@ -123,20 +112,16 @@ def run(
     shared_limit_rpm: SharedLimitOption = None,
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again."""
-    from relaybatch.manifests import open_manifest
+    from relaybatch.run import Shard, plan_run
     from relaybatch.settings import Settings
 
-    # Validate before Prefect starts, so bad input fails fast and cleanly; the pass streams the rows.
-    open_manifest(manifest).validate().raise_if_invalid()
-    Settings(base_url=base_url) if base_url else Settings()  # the same for the RELAYBATCH_* settings
+    part = Shard.parse(shard) if shard is not None else None
+    Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* settings fail first
     _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
     import asyncio
 
     from relaybatch.shared_limit import SharedLimit, SharedLimitSettings, prefect_server_configured
-    from relaybatch.tasks.sharding import Shard
 
-    if shard is not None:
-        Shard.parse(shard)
     rpm = shared_limit_rpm if shared_limit_rpm is not None else SharedLimitSettings().rpm
     if rpm is not None:
         SharedLimit(rpm=rpm)  # sizes checked before any Prefect server starts
@@ -146,11 +131,20 @@ def run(
                 "(e.g. http://127.0.0.1:4200/api after `prefect server start`), or drop the shared limit"
             )
 
+    # Planned here, before Prefect starts: the manifest is opened once, bad input fails fast and
+    # cleanly, and nothing is written unless every row is valid.
+    planned = plan_run(manifest, runs_dir, part)
+
     from relaybatch.flows import run_manifest
 
     outcome = asyncio.run(
         run_manifest(
-            manifest, runs_dir=runs_dir, base_url=base_url, shard=shard, shared_limit_rpm=shared_limit_rpm
+            manifest,
+            runs_dir=runs_dir,
+            base_url=base_url,
+            shard=shard,
+            shared_limit_rpm=shared_limit_rpm,
+            planned=planned,
         )
     )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
@@ -158,7 +152,7 @@ def run(
     console.print(f"items: {counts} ({outcome.added} new)")
     for path in outcome.results:
         console.print(f"results: {path}")
-    ledger = outcome.run_dir / "ledger.parquet"
+    ledger = RunPaths(outcome.run_dir).ledger
     if ledger.exists():
         console.print(f"cost ledger: {ledger}")
     if outcome.stopped:
@@ -241,14 +235,11 @@ def plan(
 def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
     """Print a run's item counts per state and job, why it last stopped, and its uncertain items."""
     from relaybatch.engine import CheckpointStore
-    from relaybatch.engine.status import status_view
+    from relaybatch.run.status import status_view
 
     paths = _existing_run(run_name, runs_dir)
-    store = CheckpointStore(paths.checkpoint)
-    try:
+    with CheckpointStore.open_read_only(paths.checkpoint) as store:
         console.print(status_view(store))
-    finally:
-        store.close()
 
 
 @app.command()
@@ -258,12 +249,9 @@ def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
     from relaybatch.engine import CheckpointStore, export_results
 
     paths = _existing_run(run_name, runs_dir)
-    store = CheckpointStore(paths.checkpoint)
-    try:
+    with CheckpointStore(paths.checkpoint) as store:
         for path in export_results(store, paths.results):
             console.print(f"results: {path}")
-    finally:
-        store.close()
 
 
 @app.command()
@@ -298,11 +286,9 @@ def merge(
     ] = None,
 ) -> None:
     """Merge the results of a run's shards into the run's own results folder."""
-    from relaybatch.settings import Settings
-    from relaybatch.tasks.sharding import merge_shard_results, shard_count_on_disk
+    from relaybatch.run import merge_shard_results, shard_count_on_disk
 
-    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
-    paths = RunPaths.for_run(settings.runs_dir, run_name)
+    paths = run_paths(runs_dir, run_name)
     for path in merge_shard_results(paths, shards or shard_count_on_disk(paths)):
         console.print(f"results: {path}")
 

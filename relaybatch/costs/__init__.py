@@ -3,7 +3,7 @@ hold with calls in flight, the cost ledger Parquet, spend reports and the HTML d
 
 from relaybatch.costs.budget import Budget, Refusal
 from relaybatch.costs.dashboard import render_dashboard, write_dashboard
-from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
+from relaybatch.costs.guard import Budgets, RunSpendGuard, open_spend_guard
 from relaybatch.costs.ledger import CostStore, LedgerRow, ledger_schema, write_ledger
 from relaybatch.costs.price import TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
 from relaybatch.costs.pricing import ModelPrices, PriceBook, PricingError, parse_pricing
@@ -31,7 +31,6 @@ __all__ = [
     "UsageCounts",
     "UsageError",
     "budgets_from_manifest",
-    "calls_in_store",
     "ledger_schema",
     "load_spend",
     "open_spend_guard",

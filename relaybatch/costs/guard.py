@@ -208,16 +208,9 @@ async def open_spend_guard(
     return RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
 
 
-def calls_in_store(checkpoint_db: Any) -> list[tuple[str, str, str]]:
-    """Every (job, kind, model) in a checkpoint store's items, for ``open_spend_guard``."""
-    sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"
-    return [(job, kind, model) for job, kind, model in checkpoint_db.execute(sql).fetchall()]
-
-
-def run_name_in_store(checkpoint_db: Any) -> str | None:
-    """The run's name as the checkpoint store records it (a shard's store names its whole run)."""
-    try:
-        row = checkpoint_db.execute("select name from runs order by rowid limit 1").fetchone()
-    except Exception:  # a store without a runs table: the caller falls back to the folder name
-        return None
-    return str(row[0]) if row and row[0] else None
+async def _fetch(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:
+    answer = await client.get_pricing(model, provider)
+    if hasattr(answer, "model_dump"):
+        dumped: Mapping[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+    return dict(answer)

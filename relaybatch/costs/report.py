@@ -163,15 +163,15 @@ def read_events(checkpoint: Path) -> Iterator[dict[str, Any]]:
     """A checkpoint's events in order, streamed (with the item's kind), read-only beside the engine."""
     if not checkpoint.exists():
         return
-    connection = sqlite3.connect(f"file:{checkpoint}?mode=ro", uri=True)
-    connection.row_factory = sqlite3.Row
-    sql = "select e.key, e.state, e.detail, e.at, i.kind from events e left join items i on i.key = e.key"
+    from relaybatch.engine.store import CheckpointStore
+
+    store = CheckpointStore.open_read_only(checkpoint)
     try:
-        yield from (dict(row) for row in connection.execute(f"{sql} order by e.id"))
+        yield from store.iter_events()
     except sqlite3.Error:
         return  # an older or newer checkpoint layout: activity is best effort, spend is not
     finally:
-        connection.close()
+        store.close()
 
 
 LATENCY_BINS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)

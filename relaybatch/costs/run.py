@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any
 from relaybatch.costs.guard import (
     Budgets,
     RunSpendGuard,
-    calls_in_store,
     open_spend_guard,
-    run_name_in_store,
 )
 from relaybatch.costs.pricing import PricingClient
 
@@ -24,7 +22,7 @@ def budgets_from_manifest(manifest: Any) -> Budgets:
 
 @asynccontextmanager
 async def spend_guard_for_run(
-    store: Any,
+    store: CheckpointStore,
     client: PricingClient,
     *,
     budgets: Budgets | None = None,
@@ -37,10 +35,10 @@ async def spend_guard_for_run(
     guard = await open_spend_guard(
         store.path.parent,
         client,
-        calls_in_store(store.db),
+        store.calls(),
         budgets=budgets,
         providers=providers,
-        run_name=run_name_in_store(store.db),
+        run_name=store.run_name(),
     )
     try:
         yield guard
@@ -50,6 +48,7 @@ async def spend_guard_for_run(
 
 if TYPE_CHECKING:
     from relaybatch.engine.spend import SpendGuard
+    from relaybatch.engine.store import CheckpointStore
 
     def _fits_the_engine_seam(guard: RunSpendGuard) -> SpendGuard:
         """mypy proves here that the guard is the engine's SpendGuard as it is (no cast needed)."""

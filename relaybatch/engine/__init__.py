@@ -9,18 +9,44 @@ from relaybatch.engine.poller import PollSettings
 from relaybatch.engine.progress import ProgressReporter, RichProgress, Snapshot
 from relaybatch.engine.runner import EngineSettings, RunSummary, execute, mark_interrupted_sends
 from relaybatch.engine.spend import BilledCall, SpendGuard
-from relaybatch.engine.states import ALL_STATES, REMOTE_STATES, TERMINAL_STATES
+from relaybatch.engine.states import (
+    ALL_STATES,
+    ALLOWED,
+    CANCELLED,
+    DONE,
+    FAILED,
+    PENDING,
+    POLLING,
+    REMOTE_STATES,
+    SENDING,
+    SUBMITTED,
+    SUPERSEDED,
+    TERMINAL_STATES,
+    UNCERTAIN,
+    IllegalTransition,
+)
 from relaybatch.engine.store import Change, CheckpointStore
 
 __all__ = [
+    "ALLOWED",
     "ALL_STATES",
+    "CANCELLED",
+    "DONE",
+    "FAILED",
+    "PENDING",
+    "POLLING",
     "REMOTE_STATES",
+    "SENDING",
+    "SUBMITTED",
+    "SUPERSEDED",
     "TERMINAL_STATES",
+    "UNCERTAIN",
     "AdaptiveTokenBucket",
     "BilledCall",
     "Change",
     "CheckpointStore",
     "EngineSettings",
+    "IllegalTransition",
     "PollSettings",
     "ProgressReporter",
     "RichProgress",

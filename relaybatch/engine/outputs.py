@@ -89,13 +89,11 @@ def _question_types(request: dict[str, Any]) -> dict[str, str]:
 def _schema(store: CheckpointStore, job: str) -> tuple[pa.Schema, dict[str, str]]:
     carry_kinds: dict[str, set[type]] = {}
     questions: dict[str, str] = {}
-    for carry_text, request_text in store.db.execute(
-        "select carry, case when kind = 'judgment' then request end from items where job = ?", [job]
-    ):
-        for name, value in json.loads(carry_text or "{}").items():
+    for carry, judgment_request in store.carry_and_judgment_requests(job):
+        for name, value in carry.items():
             carry_kinds.setdefault(name, set()).add(type(value))
-        if request_text:
-            questions.update(_question_types(json.loads(request_text)))
+        if judgment_request:
+            questions.update(_question_types(judgment_request))
     fields = [pa.field(f"input_{name}", _carry_type(kinds)) for name, kinds in carry_kinds.items()]
     fields += [pa.field(name, data_type) for name, data_type in _FIXED_COLUMNS]
     for name, question_type in questions.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from relaybatch.engine.states import FAILED, PENDING, SENDING, UNCERTAIN
+from relaybatch.engine.states import PENDING, SENDING, UNCERTAIN
 from relaybatch.engine.store import Change, CheckpointStore
 
 UncertainPolicy = Literal["report", "resend"]
@@ -36,10 +36,7 @@ def prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
         keys = store.keys_in_state(UNCERTAIN)
         store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
     # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
-    retry = [
-        row[0]
-        for row in store.db.execute("select key from items where state = ? and retryable = 1", [FAILED])
-    ]
+    retry = store.retryable_failures()
     store.apply(
         [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
     )

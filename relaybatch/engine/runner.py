@@ -185,10 +185,7 @@ class Execution:
         return queued_any
 
     def _pending_left(self) -> bool:
-        return (
-            self.store.db.execute("select 1 from items where state = ? limit 1", [PENDING]).fetchone()
-            is not None
-        )
+        return self.store.has_state(PENDING)
 
     async def _wait_for_retries(self) -> None:
         earliest = self.store.earliest_not_before()
@@ -216,7 +213,13 @@ class Execution:
         attempt = row.attempts + 1
         call = BilledCall(row.key, row.item_id, row.job, row.kind, row.request, attempt)
         if calls is None:
-            await self.writer.write(Change(row.key, FAILED, {"last_error": f"unknown kind '{row.kind}'"}))
+            # A store written by another version: nothing is sent, and the item ends failed
+            # through the state machine's only way out of pending (both moves in one commit).
+            reason = f"unknown kind '{row.kind}': not sent; this version of relaybatch cannot run it"
+            await self.writer.write(
+                Change(row.key, SENDING, {}, reason), Change(row.key, FAILED, {"last_error": reason}, reason)
+            )
+            self.count_finished(row.kind, FAILED)
             return
         if self.spend is not None and not self.spend.reserve(call):
             self.billing_stopped = self.billing_stopped or self.spend.stop_message()

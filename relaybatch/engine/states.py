@@ -5,31 +5,57 @@
     polling -> done | failed | cancelled
     uncertain -> pending                                    (only when the run's policy resends)
     failed -> pending                                       (a later run retries retryable failures)
+    pending | failed | uncertain | done -> superseded       (the manifest no longer produces the item)
+    superseded -> pending | done                            (an edit was undone: the item is back)
 
-Every transition is one SQLite write (see store.py).
+Two writes keep their state and only change columns: a submitted or polling item whose polls
+keep failing records the reason (``submitted -> submitted``, ``polling -> polling``).
+
+Every transition is one SQLite write, checked against ``ALLOWED`` where it is written
+(``CheckpointStore.apply``): an illegal move raises ``IllegalTransition`` and nothing of its
+transaction is kept.
 """
 
 from __future__ import annotations
 
 PENDING, SENDING, SUBMITTED, POLLING = "pending", "sending", "submitted", "polling"
 DONE, FAILED, CANCELLED, UNCERTAIN = "done", "failed", "cancelled", "uncertain"
+SUPERSEDED = "superseded"
 
-ALL_STATES = (PENDING, SENDING, SUBMITTED, POLLING, DONE, FAILED, CANCELLED, UNCERTAIN)
-TERMINAL_STATES = frozenset({DONE, FAILED, CANCELLED, UNCERTAIN})
+ALL_STATES = (PENDING, SENDING, SUBMITTED, POLLING, DONE, FAILED, CANCELLED, UNCERTAIN, SUPERSEDED)
+# Nothing more will happen to these items in this execution (a progress bar counts them as finished).
+TERMINAL_STATES = frozenset({DONE, FAILED, CANCELLED, UNCERTAIN, SUPERSEDED})
 # Remote work exists and is paid for: these items are polled, never created again.
 REMOTE_STATES = frozenset({SUBMITTED, POLLING})
+# Work is or may be under way at the gateway: such an item is never superseded (it would be lost).
+IN_FLIGHT_STATES = frozenset({SENDING, SUBMITTED, POLLING})
 
 ALLOWED: dict[str, frozenset[str]] = {
-    PENDING: frozenset({SENDING}),
+    PENDING: frozenset({SENDING, SUPERSEDED}),
     SENDING: frozenset({DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
-    SUBMITTED: frozenset({POLLING, DONE, FAILED, CANCELLED}),
-    POLLING: frozenset({DONE, FAILED, CANCELLED}),
-    UNCERTAIN: frozenset({PENDING}),
-    FAILED: frozenset({PENDING}),
-    DONE: frozenset(),
-    CANCELLED: frozenset(),
+    SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
+    POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
+    UNCERTAIN: frozenset({PENDING, SUPERSEDED}),
+    FAILED: frozenset({PENDING, SUPERSEDED}),
+    DONE: frozenset({SUPERSEDED}),
+    CANCELLED: frozenset({SUPERSEDED}),
+    SUPERSEDED: frozenset({PENDING, DONE}),
 }
+
+
+class IllegalTransition(RuntimeError):
+    """A write tried a move the state machine forbids: a programming error, never user input."""
+
+    def __init__(self, key: str, old: str | None, new: str) -> None:
+        self.key, self.old, self.new = key, old, new
+        where = f"from '{old}'" if old is not None else "(no such item)"
+        super().__init__(f"item {key}: illegal state change {where} to '{new}'")
 
 
 def is_allowed(old: str, new: str) -> bool:
     return new in ALLOWED.get(old, frozenset())
+
+
+def allowed_pairs() -> list[str]:
+    """Every allowed move as ``"old>new"``: the store checks writes against this list in SQL."""
+    return sorted(f"{old}>{new}" for old, targets in ALLOWED.items() for new in targets)

@@ -34,8 +34,11 @@ from relaybatch.engine.states import (
     POLLING,
     SENDING,
     SUBMITTED,
+    SUPERSEDED,
     TERMINAL_STATES,
     UNCERTAIN,
+    IllegalTransition,
+    allowed_pairs,
 )
 from relaybatch.manifests import Item
 from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
@@ -48,10 +51,13 @@ __all__ = [
     "POLLING",
     "SENDING",
     "SUBMITTED",
+    "SUPERSEDED",
     "TERMINAL_STATES",
     "UNCERTAIN",
     "Change",
     "CheckpointStore",
+    "IllegalTransition",
+    "Row",
 ]
 
 # Columns a change may set besides state; anything else is a programming error, caught early.
@@ -75,6 +81,8 @@ _CHANGEABLE = frozenset(
 ADD_CHUNK_ROWS = 5000
 # Columns read for an item about to be sent or polled (not the result, which can be large).
 WORK_COLUMNS = "rowid, key, item_id, job, kind, request, state, attempts, remote_id"
+# The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
+_ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 
 
 def now_text() -> str:
@@ -94,9 +102,18 @@ class Change:
 class CheckpointStore:
     """Items, their states and results for one run, in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        if read_only:
+            # A reader beside a running engine (progress, reports): WAL lets it read while the
+            # engine writes, and mode=ro means it can never take a write lock or create a file.
+            connection = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+            )
+            connection.execute("PRAGMA busy_timeout=10000")
+            self.db = sqlite_utils.Database(connection)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives a process crash (our failure model); only an OS
@@ -158,8 +175,18 @@ class CheckpointStore:
             if_not_exists=True,
         )
 
+    @classmethod
+    def open_read_only(cls, path: Path) -> CheckpointStore:
+        return cls(path, read_only=True)
+
     def close(self) -> None:
         self.db.conn.close()
+
+    def __enter__(self) -> CheckpointStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -191,6 +218,11 @@ class CheckpointStore:
     def stop_reason(self) -> str | None:
         row = self.db.execute("select stop_reason from runs order by rowid limit 1").fetchone()
         return row[0] if row else None
+
+    def run_name(self) -> str | None:
+        """The run's name as recorded (a shard's store names its whole run)."""
+        row = self.db.execute("select name from runs order by rowid limit 1").fetchone()
+        return str(row[0]) if row and row[0] else None
 
     # -- items in ---------------------------------------------------------------------------
 
@@ -271,7 +303,10 @@ class CheckpointStore:
                 )
 
     def _apply_segment(self, changes: Sequence[Change], stamp: str) -> None:
-        """One update per set of changed columns; every key appears once, so order cannot matter."""
+        """One update per set of changed columns; every key appears once, so order cannot matter.
+
+        Each update only touches rows whose move is in the state machine; a row it skipped is an
+        illegal move (or an unknown key), raised here so the caller's transaction rolls back."""
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         for change in changes:
             columns = tuple(sorted(change.fields))
@@ -280,17 +315,31 @@ class CheckpointStore:
         for columns, rows in by_columns.items():
             if bind_one_by_one(rows):
                 assignments = "".join(f", {name} = ?" for name in columns)
-                self.db.conn.executemany(
-                    f"update items set state = ?, updated_at = ?{assignments} where key = ?",
-                    [[state, stamp, *values, key] for key, state, *values in rows],
+                cursor = self.db.conn.executemany(
+                    f"update items set state = ?, updated_at = ?{assignments} "
+                    f"where key = ? and (state || '>' || ?) in {_ALLOWED_SQL}",
+                    [[state, stamp, *values, key, state] for key, state, *values in rows],
                 )
-                continue
-            assignments = "".join(f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2))
-            self.db.conn.execute(
-                f"update items set state = j.value ->> 1, updated_at = ?{assignments} "
-                "from json_each(?) as j where items.key = j.value ->> 0",
-                [stamp, json.dumps(rows)],
-            )
+            else:
+                assignments = "".join(
+                    f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)
+                )
+                cursor = self.db.conn.execute(
+                    f"update items set state = j.value ->> 1, updated_at = ?{assignments} "
+                    "from json_each(?) as j where items.key = j.value ->> 0 "
+                    f"and (items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}",
+                    [stamp, json.dumps(rows)],
+                )
+            if cursor.rowcount != len(rows):
+                self._raise_illegal(rows, stamp)
+
+    def _raise_illegal(self, rows: Sequence[Sequence[Any]], stamp: str) -> None:
+        """Name the first change the update skipped: its key, where it stood, where it was sent."""
+        for key, state, *_ in rows:
+            found = self.db.execute("select state, updated_at from items where key = ?", [key]).fetchone()
+            if found is None or (found[0], found[1]) != (state, stamp):
+                raise IllegalTransition(key, None if found is None else found[0], state)
+        raise IllegalTransition(str(rows[0][0]), None, str(rows[0][1]))
 
     # -- items out --------------------------------------------------------------------------
 
@@ -311,6 +360,15 @@ class CheckpointStore:
         args.append(limit)
         return [Row.from_tuple(row) for row in self.db.execute(sql, args).fetchall()]
 
+    def has_state(self, state: str) -> bool:
+        """Whether any item is in ``state`` (one index probe; the feeder asks this often)."""
+        return self.db.execute("select 1 from items where state = ? limit 1", [state]).fetchone() is not None
+
+    def retryable_failures(self) -> list[str]:
+        """Keys of items that failed on errors another try could fix (attempts ran out)."""
+        sql = "select key from items where state = ? and retryable = 1 order by rowid"
+        return [row[0] for row in self.db.execute(sql, [FAILED])]
+
     def earliest_not_before(self, state: str = PENDING) -> float | None:
         row = self.db.execute("select min(not_before) from items where state = ?", [state]).fetchone()
         return row[0] if row else None
@@ -319,11 +377,16 @@ class CheckpointStore:
         return _decoded(dict(self.db.table("items").get(key)))
 
     def iter_items(
-        self, job: str | None = None, states: Sequence[str] = (), columns: Sequence[str] | None = None
+        self,
+        job: str | None = None,
+        states: Sequence[str] = (),
+        columns: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Items in rowid order as dicts, JSON columns decoded; ``columns`` limits what is read
         (an export of a million items has no use for each request's text)."""
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
         if job:
             clauses.append("job = ?")
             args.append(job)
@@ -332,7 +395,12 @@ class CheckpointStore:
             args.extend(states)
         where = f" where {' and '.join(clauses)}" if clauses else ""
         selected = ", ".join(columns or ["*"])
-        cursor = self.db.conn.execute(f"select {selected} from items{where} order by rowid", args)
+        if limit is not None:
+            where += " order by rowid limit ?"
+            args.append(limit)
+        else:
+            where += " order by rowid"
+        cursor = self.db.conn.execute(f"select {selected} from items{where}", args)
         names = [description[0] for description in cursor.description]
         for values in cursor:
             yield _decoded(dict(zip(names, values, strict=True)))
@@ -354,6 +422,39 @@ class CheckpointStore:
         for kind, state, count in self.db.execute("select kind, state, count(*) from items group by 1, 2"):
             counts.setdefault(kind, {})[state] = count
         return counts
+
+    def carry_and_judgment_requests(self, job: str) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Each item of ``job``: its carried input columns, and its request when it is a judgment
+        (the results schema needs both; other requests are not read)."""
+        sql = "select carry, case when kind = 'judgment' then request end from items where job = ?"
+        for carry_text, request_text in self.db.execute(sql, [job]):
+            yield json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
+
+    def calls(self) -> list[tuple[str, str, str]]:
+        """Every distinct (job, kind, model) in the store; model is '' for routes without one."""
+        sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"
+        return [(job, kind, model) for job, kind, model in self.db.execute(sql)]
+
+    def spend_by_job_and_model(self) -> dict[tuple[str, str], Decimal]:
+        """Per-item costs the engine recorded, summed exactly per (job, model or kind)."""
+        sql = (
+            "select job, coalesce(json_extract(request, '$.model'), kind), cost_usd "
+            "from items where cost_usd is not null and cost_usd != ''"
+        )
+        totals: dict[tuple[str, str], Decimal] = {}
+        for job, model, usd in self.db.execute(sql):
+            totals[(job, str(model))] = totals.get((job, str(model)), Decimal(0)) + Decimal(usd)
+        return totals
+
+    def iter_events(self) -> Iterator[dict[str, Any]]:
+        """Every event in order, with its item's kind, streamed."""
+        cursor = self.db.conn.execute(
+            "select e.key, e.state, e.detail, e.at, i.kind from events e "
+            "left join items i on i.key = e.key order by e.id"
+        )
+        names = [description[0] for description in cursor.description]
+        for values in cursor:
+            yield dict(zip(names, values, strict=True))
 
     def jobs(self) -> list[str]:
         return [row[0] for row in self.db.execute("select distinct job from items order by job")]

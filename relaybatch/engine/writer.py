@@ -27,12 +27,13 @@ class GroupCommit:
         self._waiters: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
 
-    async def write(self, change: Change) -> None:
-        """Queue one change and wait until it is committed."""
+    async def write(self, *changes: Change) -> None:
+        """Queue changes and wait until they are committed (several: in the same transaction)."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
-        self._changes.append(change)
-        self._waiters.append(waiter)
+        for change in changes:
+            self._changes.append(change)
+            self._waiters.append(waiter)
         if len(self._changes) >= FLUSH_AT_CHANGES:
             self.flush()
         elif self._timer is None:
@@ -40,11 +41,12 @@ class GroupCommit:
         try:
             await waiter
         except asyncio.CancelledError:
-            # Not committed yet: drop it, so a cancelled send is never recorded as sent.
-            if change in self._changes:
-                index = self._changes.index(change)
-                del self._changes[index]
-                del self._waiters[index]
+            # Not committed yet: drop them, so a cancelled send is never recorded as sent.
+            for change in changes:
+                if change in self._changes:
+                    index = self._changes.index(change)
+                    del self._changes[index]
+                    del self._waiters[index]
             raise
 
     def flush(self) -> None:

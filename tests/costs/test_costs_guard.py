@@ -220,7 +220,6 @@ def test_exported_names() -> None:
             "UsageCounts",
             "UsageError",
             "budgets_from_manifest",
-            "calls_in_store",
             "ledger_schema",
             "load_spend",
             "open_spend_guard",

@@ -17,7 +17,7 @@ from PIL import Image
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from relaybatch.costs.guard import Budgets, RunSpendGuard, calls_in_store, open_spend_guard
+from relaybatch.costs.guard import Budgets, RunSpendGuard, open_spend_guard
 from relaybatch.costs.pricing import PricingError
 from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import load_spend
@@ -211,7 +211,7 @@ def store(tmp_path: Path) -> Iterator[CheckpointStore]:
 async def run_with_guard(
     store: CheckpointStore, client: GatewayClient, budgets: Budgets | None = None
 ) -> tuple[Any, RunSpendGuard]:
-    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db), budgets=budgets)
+    guard = await open_spend_guard(store.path.parent, client, store.calls(), budgets=budgets)
     try:
         summary = await execute(store, client, settings=FAST, spend=guard)
     finally:
@@ -331,7 +331,7 @@ async def test_ambiguous_price_asks_for_a_provider_and_names_the_candidates(
 ) -> None:
     store.add_items(chat_items(1, model="relay-chat-multi", job="multi"))
     with pytest.raises(PricingError) as raised:
-        await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+        await open_spend_guard(store.path.parent, client, store.calls())
     message = str(raised.value)
     assert "set `provider` on job 'multi'" in message
     assert "alpha" in message
@@ -345,7 +345,7 @@ async def test_prices_are_stored_with_the_run_and_reused_on_resume(
     await run_with_guard(store, client)
     pricing_requests = fast_app.state.emulator.request_count("GET", "/v1/models/pricing")
     assert pricing_requests == 1
-    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+    guard = await open_spend_guard(store.path.parent, client, store.calls())
     guard.close()
     assert fast_app.state.emulator.request_count("GET", "/v1/models/pricing") == 1
 
@@ -395,7 +395,7 @@ async def test_a_charge_is_durable_before_the_item_state_that_follows_from_it(
         if point == "result_committed" and not any(row["item_key"] == key for row in reader.records()):
             missing.append(key)
 
-    guard = await open_spend_guard(store.path.parent, client, calls_in_store(store.db))
+    guard = await open_spend_guard(store.path.parent, client, store.calls())
     try:
         await execute(store, client, settings=FAST, spend=guard, hook=check)
         charged = len(list(reader.records()))

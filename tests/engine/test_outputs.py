@@ -55,6 +55,7 @@ def test_carried_columns_keep_their_type_and_failures_carry_the_reason(
         ]
     )
     key = item("chat", {"model": "m", "messages": [], "n": 2}, "b").key
+    store.transition(key, "sending")
     store.transition(key, "failed", last_error="400 invalid_request_error: bad", cost_usd=Decimal("0.25"))
 
     [path] = export_results(store, tmp_path)

@@ -16,6 +16,7 @@ def make_run(runs_dir: Path) -> None:
     store.add_items([chat(1, job="quiz"), chat(2, job="quiz"), chat(3, job="other")])
     store.transition(chat(1, job="quiz").key, "sending", attempts=1)
     store.transition(chat(1, job="quiz").key, "uncertain", last_error="interrupted between send and answer")
+    store.transition(chat(3, job="other").key, "sending")
     store.transition(chat(3, job="other").key, "done", result={"output_text": "hi"})
     store.record_stop("the gateway answered 402 (insufficient balance)")
     store.close()

@@ -20,6 +20,7 @@ def test_items_are_added_once_and_keep_their_state(store: CheckpointStore) -> No
 
 def test_a_group_of_changes_is_one_transaction_with_one_event_each(store: CheckpointStore) -> None:
     store.add_items([chat(1), chat(2)])
+    store.transition(chat(2).key, "sending")
 
     store.apply(
         [
@@ -29,7 +30,7 @@ def test_a_group_of_changes_is_one_transaction_with_one_event_each(store: Checkp
     )
 
     assert [e["state"] for e in store.events(chat(1).key)] == ["sending"]
-    assert store.events(chat(2).key)[0]["detail"] == "400 bad"
+    assert store.events(chat(2).key)[1]["detail"] == "400 bad"
     assert store.item(chat(1).key)["attempts"] == 1
 
 
@@ -55,6 +56,7 @@ def test_costs_are_kept_as_exact_decimal_text(store: CheckpointStore) -> None:
     from decimal import Decimal
 
     store.add_items([chat(1)])
+    store.transition(chat(1).key, "sending")
     store.transition(chat(1).key, "done", cost_usd=Decimal("0.000000150000000001"))
 
     assert store.item(chat(1).key)["cost_usd"] == "0.000000150000000001"
@@ -87,13 +89,13 @@ def test_later_changes_to_the_same_item_in_one_group_win_in_order(store: Checkpo
             Change(chat(1).key, "sending", {"attempts": 1}),
             Change(chat(2).key, "sending", {"attempts": 1}),
             Change(chat(1).key, "done", {"result": {"output_text": "a"}}),
-            Change(chat(1).key, "failed", {"last_error": "late"}, "late"),
+            Change(chat(1).key, "superseded", {"last_error": "late"}, "late"),
         ]
     )
 
-    assert [e["state"] for e in store.events(chat(1).key)] == ["sending", "done", "failed"]
+    assert [e["state"] for e in store.events(chat(1).key)] == ["sending", "done", "superseded"]
     first = store.item(chat(1).key)
-    assert (first["state"], first["attempts"], first["last_error"]) == ("failed", 1, "late")
+    assert (first["state"], first["attempts"], first["last_error"]) == ("superseded", 1, "late")
     assert first["result"] == {"output_text": "a"}
     assert store.item(chat(2).key)["state"] == "sending"
 
@@ -148,6 +150,7 @@ def test_an_item_id_with_a_nul_character_is_stored_whole(store: CheckpointStore)
 def test_a_group_that_fails_half_way_leaves_nothing_behind(store: CheckpointStore) -> None:
     """The item updates run before the event rows; a failure in the last statement must undo them."""
     store.add_items([chat(1), chat(2)])
+    store.transition(chat(2).key, "sending")
     store.db.execute(
         "create trigger refuse_boom before insert on events when new.detail = 'boom' "
         "begin select raise(abort, 'refused'); end"
@@ -158,7 +161,55 @@ def test_a_group_that_fails_half_way_leaves_nothing_behind(store: CheckpointStor
             [Change(chat(1).key, "sending", {"attempts": 1}), Change(chat(2).key, "failed", {}, "boom")]
         )
 
-    assert store.count_by_state() == {"pending": 2}
+    assert store.count_by_state() == {"pending": 1, "sending": 1}
     assert store.events(chat(1).key) == []
     store.transition(chat(1).key, "sending", attempts=1)  # the connection is usable afterwards
-    assert store.count_by_state() == {"pending": 1, "sending": 1}
+    assert store.count_by_state() == {"sending": 2}
+
+
+def test_an_illegal_move_raises_and_leaves_the_whole_group_unwritten(store: CheckpointStore) -> None:
+    """The state machine is enforced where the write happens: done work can never be sent again."""
+    from relaybatch.engine import IllegalTransition
+
+    store.add_items([chat(1), chat(2), chat(3), chat(4)])
+    store.transition(chat(1).key, "sending")
+    store.transition(chat(1).key, "done")
+
+    with pytest.raises(IllegalTransition, match="from 'done' to 'sending'") as raised:
+        store.apply([Change(chat(n).key, "sending") for n in (2, 3, 1, 4)])  # one JSON-array update
+
+    assert raised.value.key == chat(1).key
+    assert store.count_by_state() == {"pending": 3, "done": 1}
+    with pytest.raises(IllegalTransition, match="from 'pending' to 'done'"):
+        store.transition(chat(2).key, "done")  # one statement per row
+    with pytest.raises(IllegalTransition, match="no such item"):
+        store.transition("no-such-key", "sending")
+    assert [e["state"] for e in store.events(chat(2).key)] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        (["sending", "submitted", "polling", "polling", "done", "superseded", "done"], True),
+        (["sending", "uncertain", "pending", "superseded", "pending"], True),
+        (["sending", "failed", "pending", "sending", "pending"], True),
+        (["sending", "submitted", "sending"], False),  # paid remote work is never created again
+        (["sending", "submitted", "superseded"], False),  # nor abandoned while it runs
+        (["sending", "sending"], False),
+        (["superseded", "sending"], False),
+        (["sending", "done", "failed"], False),
+    ],
+)
+def test_every_write_follows_the_state_table(store: CheckpointStore, path: list[str], allowed: bool) -> None:
+    from relaybatch.engine import IllegalTransition
+
+    store.add_items([chat(1)])
+    *before, last = path
+    for state in before:
+        store.transition(chat(1).key, state)
+    if allowed:
+        store.transition(chat(1).key, last)
+        assert store.item(chat(1).key)["state"] == last
+    else:
+        with pytest.raises(IllegalTransition):
+            store.transition(chat(1).key, last)

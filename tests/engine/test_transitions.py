@@ -36,7 +36,8 @@ def test_the_transition_table_matches_the_design() -> None:
     assert is_allowed("sending", "uncertain")
     assert not is_allowed("done", "pending")
     assert not is_allowed("submitted", "sending")  # paid remote work is never created again
-    assert ALLOWED["done"] == ALLOWED["cancelled"] == frozenset()
+    assert ALLOWED["done"] == ALLOWED["cancelled"] == frozenset({"superseded"})
+    assert not is_allowed("submitted", "superseded")  # paid work in flight is never abandoned
 
 
 async def test_pending_sending_done(store: CheckpointStore, make_client: ClientFactory) -> None:

@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from relaybatch.tasks.sharding import Shard, merge_shard_results, shard_count_on_disk
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
 from relaybatch.connect import embedded_emulator
 from relaybatch.errors import UserError
 from relaybatch.manifests import load_items
-from relaybatch.runs import RunPaths
+from relaybatch.run import RunPaths, Shard, merge_shard_results, shard_count_on_disk
 
 
 def write_manifest(folder: Path, rows: int) -> Path:

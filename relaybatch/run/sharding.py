@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from relaybatch.errors import UserError
-from relaybatch.runs import RunPaths
+from relaybatch.run.paths import RunPaths
 
 _SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -54,11 +54,7 @@ class Shard:
         return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
 
     def paths(self, run: RunPaths) -> RunPaths:
-        return RunPaths(shards_root(run) / self.folder_name)
-
-
-def shards_root(run: RunPaths) -> Path:
-    return run.root / "shards"
+        return RunPaths(run.shards / self.folder_name)
 
 
 def shard_folders(run: RunPaths, count: int) -> list[RunPaths]:
@@ -74,21 +70,19 @@ def shard_count_on_disk(run: RunPaths) -> int:
     """The split the run's shard folders were made with; exactly one split may be present."""
     counts = {
         int(match[1])
-        for folder in (shards_root(run).iterdir() if shards_root(run).is_dir() else [])
+        for folder in (run.shards.iterdir() if run.shards.is_dir() else [])
         if (match := re.fullmatch(r"\d+-of-(\d+)", folder.name))
     }
     if not counts:
-        raise UserError(f"no shards under {shards_root(run)}: run `relaybatch run FILE --shard 1/N` first")
+        raise UserError(f"no shards under {run.shards}: run `relaybatch run FILE --shard 1/N` first")
     if len(counts) > 1:
-        raise UserError(
-            f"{shards_root(run)} holds shards of different splits ({sorted(counts)}); pass --shards N"
-        )
+        raise UserError(f"{run.shards} holds shards of different splits ({sorted(counts)}); pass --shards N")
     return counts.pop()
 
 
 def merge_shard_results(run: RunPaths, count: int) -> list[Path]:
     """Concatenate every shard's results per job into the run's own results folder."""
-    from relaybatch.engine import write_parquet_atomically
+    from relaybatch.engine.outputs import write_parquet_atomically
 
     per_job: dict[str, list[pa.Table]] = {}
     for folder in shard_folders(run, count):

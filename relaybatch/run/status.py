@@ -31,17 +31,14 @@ def counts_table(store: CheckpointStore) -> Table:
 
 
 def uncertain_table(store: CheckpointStore, limit: int = UNCERTAIN_LISTED) -> Table | None:
-    rows = store.db.execute(
-        "select job, item_id, last_error from items where state = ? order by rowid limit ?",
-        [UNCERTAIN, limit],
-    ).fetchall()
+    rows = list(store.iter_items(states=[UNCERTAIN], columns=["job", "item_id", "last_error"], limit=limit))
     if not rows:
         return None
     table = folding_table(
         "job", "item", "why", title="uncertain items (sent, answer never recorded; not resent)"
     )
-    for job, item_id, reason in rows:
-        table.add_row(job, item_id, reason or "")
+    for row in rows:
+        table.add_row(row["job"], row["item_id"], row["last_error"] or "")
     return table
 
 

@@ -1,0 +1,78 @@
+"""Where a run keeps its files: one folder per run under the runs folder.
+
+    <runs>/<name>/checkpoint.sqlite   items, states, events (engine.CheckpointStore)
+    <runs>/<name>/costs.sqlite        the cost ledger's own store (costs.CostStore)
+    <runs>/<name>/ledger.parquet      the ledger, exported
+    <runs>/<name>/results/<job>.parquet
+    <runs>/<name>/media/              files the gateway returned (images, videos, audio)
+    <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
+
+Every other module asks ``RunPaths`` for these names instead of spelling them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from relaybatch.errors import UserError
+
+CHECKPOINT_NAME = "checkpoint.sqlite"
+COST_STORE_NAME = "costs.sqlite"
+LEDGER_NAME = "ledger.parquet"
+RESULTS_NAME = "results"
+MEDIA_NAME = "media"
+SHARDS_NAME = "shards"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @classmethod
+    def for_run(cls, runs_dir: Path, name: str) -> RunPaths:
+        return cls(runs_dir / name)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / CHECKPOINT_NAME
+
+    @property
+    def cost_store(self) -> Path:
+        return self.root / COST_STORE_NAME
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / LEDGER_NAME
+
+    @property
+    def results(self) -> Path:
+        return self.root / RESULTS_NAME
+
+    @property
+    def media(self) -> Path:
+        return self.root / MEDIA_NAME
+
+    @property
+    def shards(self) -> Path:
+        return self.root / SHARDS_NAME
+
+    def require_existing(self) -> RunPaths:
+        if not self.checkpoint.exists():
+            raise UserError(f"no run at {self.root}: run a manifest first (relaybatch run FILE)")
+        return self
+
+
+def runs_dir_or_default(runs_dir: Path | None) -> Path:
+    """The runs folder: the one given, else RELAYBATCH_RUNS_DIR, else data/runs."""
+    from relaybatch.settings import Settings
+
+    return (Settings(runs_dir=runs_dir) if runs_dir else Settings()).runs_dir
+
+
+def run_paths(runs_dir: Path | None, name: str) -> RunPaths:
+    return RunPaths.for_run(runs_dir_or_default(runs_dir), name)

@@ -1,0 +1,101 @@
+"""Read-only views of a run: items per state, spend so far, progress. Built on CheckpointStore.
+
+Every view opens its stores read-only, so it can follow a running engine (WAL lets readers in
+while the engine writes) and can never take a write lock beside it. A view over several stores
+(a run and its shards) adds them up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from relaybatch.engine.states import TERMINAL_STATES
+from relaybatch.engine.store import CheckpointStore
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    job: str
+    model: str
+    usd: Decimal
+
+
+@contextlib.contextmanager
+def reading(checkpoint: Path) -> Iterator[CheckpointStore]:
+    """A checkpoint store opened read-only, closed on exit."""
+    store = CheckpointStore.open_read_only(checkpoint)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def counts_per_job(checkpoints: Iterable[Path]) -> dict[str, dict[str, int]]:
+    """Items per job and state, added up over every store given."""
+    per_job: dict[str, dict[str, int]] = {}
+    for checkpoint in checkpoints:
+        with reading(checkpoint) as store:
+            for job, counts in store.count_by_job_and_state().items():
+                for state, count in counts.items():
+                    per_job.setdefault(job, {})[state] = per_job.get(job, {}).get(state, 0) + count
+    return per_job
+
+
+def counts(checkpoints: Iterable[Path]) -> dict[str, int]:
+    """Items per state, added up over every store given."""
+    totals: dict[str, int] = {}
+    for per_state in counts_per_job(checkpoints).values():
+        for state, count in per_state.items():
+            totals[state] = totals.get(state, 0) + count
+    return totals
+
+
+def spend_lines(checkpoints: Iterable[Path]) -> list[SpendLine]:
+    """Spend per (job, model), largest first, from the per-item costs the engine recorded."""
+    totals: dict[tuple[str, str], Decimal] = {}
+    for checkpoint in checkpoints:
+        if not checkpoint.exists():
+            continue
+        with reading(checkpoint) as store:
+            try:
+                spent = store.spend_by_job_and_model()
+            except sqlite3.OperationalError:  # a store from before per-item costs existed
+                continue
+        for line, usd in spent.items():
+            totals[line] = totals.get(line, Decimal(0)) + usd
+    return sorted(
+        (SpendLine(job, model, usd) for (job, model), usd in totals.items()),
+        key=lambda line: (-line.usd, line.job, line.model),
+    )
+
+
+def total_spend(lines: Iterable[SpendLine]) -> Decimal:
+    return sum((line.usd for line in lines), Decimal(0))
+
+
+def progress_of(per_state: dict[str, int], spent: Decimal) -> tuple[float, str]:
+    """Percent of items in a terminal state, and one line with every state and the spend so far."""
+    total = sum(per_state.values())
+    finished = sum(count for state, count in per_state.items() if state in TERMINAL_STATES)
+    percent = 100.0 * finished / total if total else 100.0
+    states = ", ".join(f"{state} {count}" for state, count in sorted(per_state.items()))
+    return percent, f"{finished} of {total} items finished ({states or 'no items'}); spent {spent} USD"
+
+
+def read_progress(checkpoint: Path) -> tuple[float, str]:
+    return progress_of(counts([checkpoint]), total_spend(spend_lines([checkpoint])))
+
+
+def items_per_job_and_state(checkpoints: Iterable[Path]) -> list[dict[str, object]]:
+    """One row per job with a column per state (a table for a report or an artifact)."""
+    per_job = counts_per_job(checkpoints)
+    states = sorted({state for per_state in per_job.values() for state in per_state})
+    return [
+        {"job": job, **{state: per_state.get(state, 0) for state in states}, "total": sum(per_state.values())}
+        for job, per_state in sorted(per_job.items())
+    ]
