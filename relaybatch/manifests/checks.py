@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from relaybatch.manifests.images import REFUSED_MIME_TYPES
+
 MAX_IMAGE_PROMPT_CHARS = 32_000
 IMAGE_SIZES = {"auto", "1024x1024", "1536x1024", "1024x1536"}
 IMAGE_QUALITIES = {"low", "medium", "high", "auto", "xhigh", "max"}
@@ -71,6 +73,11 @@ class _Part(BaseModel):
             raise ValueError("a part carries exactly one of text or inlineData")
         if self.inlineData is not None and not {"mimeType", "data"} <= self.inlineData.keys():
             raise ValueError("inlineData needs mimeType and data")
+        if (
+            self.inlineData is not None
+            and self.inlineData["mimeType"] in REFUSED_MIME_TYPES["generate_content"]
+        ):
+            raise ValueError(f"mimeType {self.inlineData['mimeType']} is not accepted; use PNG, JPEG or WEBP")
         return self
 
 

@@ -52,7 +52,7 @@ def _row_to_item(row: Row, *, job: str, file: str, base_dir: Path) -> Expanded:
     images = []
     if values.get("image") not in ("", None):
         try:
-            images.append(load_image(values["image"], base_dir))
+            images.append(load_image(values["image"], base_dir, kind))
         except ImageInputError as error:
             earlier.append(("image", str(error)))
     prompt = values.get("prompt") or None

@@ -47,25 +47,43 @@ def sniff_mime_type(raw: bytes) -> str | None:
     return None
 
 
-def load_image(value: Any, base_dir: Path) -> InlineImage:
-    """Read an image named by a path (relative to base_dir), a data URL, or base64 text."""
+# Image types each kind's native route refuses (generate-content answers 400 "image/gif is not supported").
+REFUSED_MIME_TYPES = {"generate_content": {"image/gif"}}
+
+
+def refusal(kind: str, image: InlineImage) -> str | None:
+    """Why the kind's route would refuse this image, or None."""
+    if image.mime_type in REFUSED_MIME_TYPES.get(kind, set()):
+        kind_name = kind.replace("_", "-")
+        return f"is {image.mime_type}, which {kind_name} does not accept; convert it to PNG, JPEG or WEBP"
+    return None
+
+
+def load_image(value: Any, base_dir: Path, kind: str = "chat") -> InlineImage:
+    """Read an image named by a path (relative to base_dir), a data URL, or base64 text, for `kind`."""
+    image = _read_image(value, base_dir)
+    reason = refusal(kind, image)
+    if reason is not None:
+        raise ImageInputError(reason)
+    return image
+
+
+def _read_image(value: Any, base_dir: Path) -> InlineImage:
     if not isinstance(value, str) or not value.strip():
         raise ImageInputError("is empty: give an image file path or base64 image bytes")
     text = value.strip()
     if text.startswith("data:") and ";base64," in text:
         return _from_base64(text.split(";base64,", 1)[1])
     if len(text) <= _MAX_PATH_LENGTH and (Path(text).suffix.lower() in _IMAGE_SUFFIXES or "/" in text):
-        return _from_file(base_dir / text, text)
+        return _from_file(base_dir / text, text, base_dir)
     return _from_base64(text)
 
 
-def _from_file(path: Path, shown: str) -> InlineImage:
+def _from_file(path: Path, shown: str, base_dir: Path) -> InlineImage:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ImageInputError(
-            f"image file '{shown}' not found (paths are relative to {path.parent})"
-        ) from None
+        raise ImageInputError(f"image file '{shown}' not found (paths are relative to {base_dir})") from None
     except OSError as error:
         raise ImageInputError(f"image file '{shown}' is unreadable ({error.strerror})") from None
     mime_type = sniff_mime_type(raw)

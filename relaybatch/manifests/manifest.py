@@ -81,11 +81,6 @@ class Manifest:
     def run_name(self) -> str:
         return self.settings.name or self.path.stem
 
-    @property
-    def output_dir(self) -> Path | None:
-        """`run.output` resolved against the manifest's folder; None means the runs folder decides."""
-        return None if self.settings.output is None else self.path.parent / self.settings.output
-
     def iter_items(self) -> Iterator[Item]:
         """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first)."""
         if self.problems:
@@ -271,6 +266,11 @@ def _job_specs(
     return specs, problems
 
 
+# Fields that were documented once: say what replaced them rather than "check its spelling".
+_REMOVED = {
+    "run.output": "was removed (it never moved the run's files); the run folder is "
+    "RUNS_DIR/<run.name>: set --runs-dir or RELAYBATCH_RUNS_DIR",
+}
 _NOT_A_FIELD = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
 
 
@@ -283,6 +283,6 @@ def _located(path: Path, error: ValidationError, lines: dict[Path_, int], prefix
         if detail["type"] == "missing":
             message = "is required"
         elif detail["type"] == "extra_forbidden":
-            message = _NOT_A_FIELD
+            message = _REMOVED.get(field_name, _NOT_A_FIELD)
         problems.append(Problem(str(path), line_of(lines, loc), field_name or None, message))
     return problems

@@ -26,7 +26,6 @@ class RunSettings(BaseModel):
     profile: str | None = Field(default=None, description="gateway profile name from configs/")
     budget_usd: Decimal | None = Field(default=None, gt=0, description="stop new billed work past this")
     concurrency: int = Field(default=16, ge=1, le=1024)
-    output: str | None = Field(default=None, description="output folder, relative to the manifest")
     uncertain: UncertainPolicy = Field(
         default="report", description="items sent with no answer recorded: report them, or resend"
     )

@@ -171,7 +171,7 @@ class YamlJob:
             if column not in row.values:
                 continue  # reported up front (data file) or as a missing column (this row)
             try:
-                images.append(load_image(row.values[column], self.images_dir))
+                images.append(load_image(row.values[column], self.images_dir, self.spec.kind))
             except ImageInputError as error:
                 problems.append((column, str(error)))
         return images, problems

@@ -233,3 +233,37 @@ def test_a_row_with_a_bad_input_still_gets_its_gateway_checks(write, tmp_path: P
         f"{data}:2: max_tokens: is required",
         f"{data}:2: temperature: Input should be less than or equal to 1",
     ]
+
+
+def test_run_output_was_removed_and_says_what_replaced_it(write) -> None:
+    manifest = write(
+        "m.yaml", "run:\n  output: out\njobs:\n  - {name: a, kind: chat, model: m, prompt: x, items: [{}]}\n"
+    )
+    assert _problems(manifest) == [
+        f"{manifest}:2: run.output: was removed (it never moved the run's files); the run folder is "
+        "RUNS_DIR/<run.name>: set --runs-dir or RELAYBATCH_RUNS_DIR"
+    ]
+
+
+def test_gif_inputs_are_refused_for_generate_content_only(write, tmp_path: Path) -> None:
+    gif = b"GIF89a" + b"\x00" * 20
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "anim.gif").write_bytes(gif)
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - {name: edit, kind: generate_content, model: m, prompt: x, image: photo, items: [{photo: pics/anim.gif}, {photo: pics/none.png}]}
+          - {name: look, kind: chat, model: m, prompt: x, image: photo, items: [{photo: pics/anim.gif}]}
+          - name: raw
+            kind: generate_content
+            model: m
+            request: {contents: [{parts: [{inlineData: {mimeType: image/gif, data: R0lG}}]}]}
+            items: [{}]
+        """,
+    )
+    assert _problems(manifest) == [
+        f"{manifest}:2: photo: is image/gif, which generate-content does not accept; convert it to PNG, JPEG or WEBP",
+        f"{manifest}:2: photo: image file 'pics/none.png' not found (paths are relative to {tmp_path})",
+        f"{manifest}:8: contents.0.parts.0: mimeType image/gif is not accepted; use PNG, JPEG or WEBP",
+    ]

@@ -20,7 +20,6 @@ CHAT_JOB = """
       profile: production
       budget_usd: 2.50
       concurrency: 4
-      output: out
       uncertain: resend
     jobs:
       - name: quiz
@@ -85,7 +84,6 @@ def test_run_settings_are_read_exactly(write, tmp_path: Path) -> None:
         "resend",
     )
     assert manifest.run_name == "nightly"
-    assert manifest.output_dir == tmp_path / "out"
 
 
 def test_inline_items_get_ids_from_the_id_template_or_their_position(write) -> None:
