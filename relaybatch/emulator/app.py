@@ -25,6 +25,19 @@ from relaybatch.emulator.errors import shape_for_path, shaped_error
 from relaybatch.emulator.middleware import GatewayMiddleware
 from relaybatch.emulator.state import EmulatorState
 
+# Paths clients reach by mistake, with where the route really is. The OpenAI SDK's videos resource
+# posts to {base_url}/videos, so a client built for chat (base .../v1) lands on /v1/videos.
+MISROUTED = {
+    "/v1/videos": "video V2 is at /v2/videos: give the OpenAI SDK's videos calls base_url=<emulator>/v2",
+}
+
+
+def _misrouted_hint(path: str) -> str:
+    for prefix, hint in MISROUTED.items():
+        if path == prefix or (path.startswith(prefix + "/") and not path.startswith(prefix + "/generations")):
+            return f" ({hint})"
+    return ""
+
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     """404 for unknown paths, 405 for a wrong method: the interface's envelope, not plain text."""
@@ -33,7 +46,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     elif exc.status_code == 404:
-        message = f"no route {request.method} {request.url.path}"
+        message = f"no route {request.method} {request.url.path}{_misrouted_hint(request.url.path)}"
     else:
         message = str(exc.detail)
     response = shaped_error(shape, exc.status_code, message)

@@ -29,12 +29,12 @@ from relaybatch.emulator.codecs.images import ImageFormat, render_image
 from relaybatch.emulator.codecs.mp4 import build_mp4
 from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.store import FAIL_TRIGGER, has_trigger, media_store
+from relaybatch.emulator.media.video_body import read_v2_body
 from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.route_common import (
     emulator_state,
     invalid,
-    json_object,
     missing_price,
     new_id,
     resolve_model,
@@ -125,7 +125,7 @@ class VideoJob:
 
 
 def _check_reference(value: Any) -> None:
-    """``input_reference``: a base64 data URL of a PNG, JPEG or WebP image (JSON, not multipart)."""
+    """``input_reference``: a base64 data URL of a PNG, JPEG or WebP image (an upload arrives as one)."""
     if not isinstance(value, str) or not value.startswith("data:"):
         raise InvalidRequest(
             "'input_reference' must be a data URL such as data:image/png;base64,...", param="input_reference"
@@ -203,7 +203,7 @@ async def create_video(request: Request) -> Response:
     state = emulator_state(request)
     store = media_store(request)
     try:
-        body = await json_object(request)
+        body = await read_v2_body(request)
         _refuse_v1_model(state, body.get("model"))
         model = resolve_model(state, account, body.get("model"), ("video",), ROUTE)
         prompt, seconds, size = validate_v2_body(body)
