@@ -115,6 +115,9 @@ def run(
     from relaybatch.run import Shard, plan_run
     from relaybatch.settings import Settings
 
+    # Something on the screen at once: validation, planning and Prefect's start take seconds before
+    # the engine's own progress display appears.
+    typer.echo(f"relaybatch run: checking {manifest}", err=True)
     part = Shard.parse(shard) if shard is not None else None
     Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* settings fail first
     _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
@@ -137,6 +140,9 @@ def run(
 
     from relaybatch.flows import run_manifest
 
+    typer.echo(
+        "relaybatch run: manifest valid; starting the Prefect flow (a cold start takes seconds)", err=True
+    )
     outcome = asyncio.run(
         run_manifest(
             manifest,

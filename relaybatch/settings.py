@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         default=None,
         description="Emulator configuration file for the embedded emulator; unset means the shipped default.",
     )
+    progress_every_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Off a terminal (cron, CI, a log file), seconds between two progress lines of a run.",
+    )
     timeouts: ClientTimeouts = Field(
         default_factory=ClientTimeouts,
         description="Client timeouts in seconds: connect, read, write, pool, image_read, download_read.",

@@ -19,7 +19,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from relaybatch.engine import CheckpointStore, RichProgress, export_results
+from relaybatch.engine import CheckpointStore, export_results, progress_for
 from relaybatch.errors import UserError
 from relaybatch.run import (
     ExecuteResult,
@@ -32,6 +32,7 @@ from relaybatch.run import (
     refused_before_sending,
     result_of,
 )
+from relaybatch.settings import Settings
 from relaybatch.shared_limit import SharedLimit
 
 # After a cancellation the engine stops submitting and lets requests in flight finish (and
@@ -105,9 +106,9 @@ async def execute_items(
         async with open_run(
             paths, base_url=base_url, shared_limit=shared_limit, cancel_remote_on_stop=cancel_remote_on_stop
         ) as run:
-            # A live table for a person at a terminal; workers and CI logs get none.
+            # A live table for a person at a terminal; a line every few seconds in logs and CI.
             work = asyncio.ensure_future(
-                run.execute(stop=stop, progress=RichProgress() if sys.stderr.isatty() else None)
+                run.execute(stop=stop, progress=progress_for(sys.stderr, Settings().progress_every_seconds))
             )
             with graceful_sigterm(stop, work) as terminated:
                 try:

@@ -27,6 +27,7 @@ from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, pa
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
+from relaybatch.engine.spend import SpendFigures
 
 
 class Call(Protocol):
@@ -72,6 +73,7 @@ class RunSpendGuard:
         self._queued: list[LedgerRow] = []
         self._lock = threading.Lock()
         self._stop: str | None = None
+        self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
 
     # -- the engine's seam ------------------------------------------------------------------
 
@@ -115,7 +117,17 @@ class RunSpendGuard:
         # What the budget counts: the charge, or when it is not known the worst case held for it.
         counted = cost.usd if cost.usd is not None else max(cost.known_usd, worst or Decimal(0))
         self.budget.settle(call.key, call.job, counted)
+        if result is None:
+            with self._lock:
+                self._unknown += counted
         return cost.usd
+
+    def figures(self) -> SpendFigures:
+        """Where the run stands against its budget; the progress display shows it."""
+        with self._lock:
+            unknown = self._unknown
+        budget = self.budget
+        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit)
 
     def commit(self) -> None:
         """Make every charge settled so far durable (one transaction)."""

@@ -6,7 +6,7 @@ The API for flows is documented at the top of docs/engine.md.
 from relaybatch.engine.limiter import AdaptiveTokenBucket
 from relaybatch.engine.outputs import export_results, write_parquet_atomically
 from relaybatch.engine.poller import PollSettings
-from relaybatch.engine.progress import ProgressReporter, RichProgress, Snapshot
+from relaybatch.engine.progress import PlainProgress, ProgressReporter, RichProgress, Snapshot, progress_for
 from relaybatch.engine.runner import EngineSettings, RunSummary, execute, mark_interrupted_sends
 from relaybatch.engine.spend import BilledCall, SpendGuard
 from relaybatch.engine.states import (
@@ -47,6 +47,7 @@ __all__ = [
     "CheckpointStore",
     "EngineSettings",
     "IllegalTransition",
+    "PlainProgress",
     "PollSettings",
     "ProgressReporter",
     "RichProgress",
@@ -56,5 +57,6 @@ __all__ = [
     "execute",
     "export_results",
     "mark_interrupted_sends",
+    "progress_for",
     "write_parquet_atomically",
 ]

@@ -108,6 +108,7 @@ class AdaptiveTokenBucket:
         self.rate_limited = 0
         self.not_window_429s = 0  # of rate_limited: 429s while the window still had room
         self.pauses = 0
+        self._learned_from = "headers"  # or "429": which answer taught the current limit
 
     # -- what the rest of the engine reads ---------------------------------------------------
 
@@ -121,6 +122,17 @@ class AdaptiveTokenBucket:
         if self._rate_per_minute is None:
             return None
         return self._rate_per_minute / 60.0 * self._shares["poll"]
+
+    def limit_source(self) -> str:
+        """Where the current rate comes from, for the progress display: ``configured``,
+        ``headers`` or ``429`` (learned from that answer, or backed off after it), or ``open``."""
+        if self._rate_per_minute is None:
+            return "open"
+        if self._ceiling is not None and self._rate_per_minute < self._ceiling:
+            return "429"
+        if self._configured is not None and self._rate_per_minute >= self._configured:
+            return "configured"
+        return self._learned_from
 
     def stats(self) -> LimiterStats:
         return LimiterStats(
@@ -158,6 +170,7 @@ class AdaptiveTokenBucket:
         hints = read_server_hints(headers)
         reported = _reported_rpm(hints, rate_limit)
         if reported is not None:
+            self._learned_from = "429" if status == 429 else "headers"
             self._learn(reported)
         remaining = hints.remaining_requests
         if status == 429:

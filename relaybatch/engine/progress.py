@@ -1,22 +1,53 @@
-"""The progress display of a long run: done per kind, in flight, polling, failures, rate, ETA, dollars."""
+"""How far, how fast, why, how much: the progress of a running execution, for a person or a log.
+
+The engine hands a ``Snapshot`` to its reporter twice a second. On a terminal ``RichProgress``
+draws a live table: a bar per kind with done/total, percent, rate and ETA, then the run's elapsed
+time, what is in flight and polling, 429s and retries, the limiter's current limit and where it
+came from, and the money spent, unknown and reserved against the budget. Off a terminal (cron,
+CI, a log file) ``PlainProgress`` writes the same figures as one line every N seconds
+(``RELAYBATCH_PROGRESS_EVERY_SECONDS``, default 10) and a summary line at the end.
+
+Rates are measured per kind over the last minute, and the ETA is the slowest kind's: a run whose
+chats are done but whose videos still render shows the videos' time, not the chats'.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import IO, Any, Protocol
 
-from rich.console import Console
+from rich import box
+from rich.console import Console, Group
 from rich.live import Live
+from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from relaybatch.console import output_console
-from relaybatch.engine.states import DONE
+from relaybatch.engine.spend import SpendFigures
+from relaybatch.engine.states import ALL_STATES, CANCELLED, DONE, FAILED, TERMINAL_STATES, UNCERTAIN
+from relaybatch.engine.store import CheckpointStore
+
+RATE_WINDOW_SECONDS = 60.0
+DEFAULT_EVERY_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class KindTotals:
+    """A kind's items in the run, and how many were already finished when this execution began."""
+
+    total: int
+    finished_before: int = 0
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the engine reports twice a second. ``finished`` counts "kind:state" this execution."""
+    """What the engine reports. ``finished`` counts "kind:state" reached in this execution."""
 
     finished: dict[str, int]
     in_flight: int
@@ -25,9 +56,30 @@ class Snapshot:
     spent_usd: Decimal | None
     stopped: str | None
     remaining: int | None = None
+    kinds: dict[str, KindTotals] = field(default_factory=dict)
+    queued: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    limit_rpm: float | None = None
+    limit_source: str | None = None
+    money: SpendFigures | None = None
 
     def count(self, state: str) -> int:
         return sum(number for name, number in self.finished.items() if name.endswith(f":{state}"))
+
+    def finished_of(self, kind: str, *states: str) -> int:
+        return sum(self.finished.get(f"{kind}:{state}", 0) for state in states)
+
+    def kind_names(self) -> list[str]:
+        return sorted(set(self.kinds) | {name.split(":", 1)[0] for name in self.finished})
+
+    def done_of(self, kind: str) -> int:
+        """Items of ``kind`` in a terminal state, this execution and earlier ones."""
+        before = self.kinds[kind].finished_before if kind in self.kinds else 0
+        return before + self.finished_of(kind, DONE, FAILED, CANCELLED, UNCERTAIN)
+
+    def total_of(self, kind: str) -> int | None:
+        return self.kinds[kind].total if kind in self.kinds else None
 
     @property
     def rate(self) -> float:
@@ -41,55 +93,288 @@ class Snapshot:
         return self.remaining / self.rate
 
 
+def kind_totals(store: CheckpointStore) -> dict[str, KindTotals]:
+    """Items per kind in the run's store, and those already finished (a resumed run's head start)."""
+    totals = {}
+    for kind, counts in store.count_by_kind_and_state().items():
+        live = {state: count for state, count in counts.items() if state in ALL_STATES}
+        finished = sum(count for state, count in live.items() if state in TERMINAL_STATES)
+        totals[kind] = KindTotals(sum(live.values()), finished)
+    return totals
+
+
+def limiter_figures(limiter: object) -> dict[str, Any]:
+    """The limiter's current limit, where it came from and the 429s it saw, when it can say."""
+    if limiter is None or not hasattr(limiter, "limit_source"):
+        return {}
+    return {
+        "limit_rpm": limiter.requests_per_minute,  # type: ignore[attr-defined]
+        "limit_source": limiter.limit_source(),
+        "rate_limited": limiter.rate_limited,  # type: ignore[attr-defined]
+    }
+
+
 class ProgressReporter(Protocol):
     def update(self, snapshot: Snapshot) -> None: ...
 
     def finish(self, snapshot: Snapshot) -> None: ...
 
 
-def _eta(seconds: float | None) -> str:
+class Rates:
+    """Items finished per second for each kind, over the last ``window`` seconds of snapshots."""
+
+    def __init__(self, window: float = RATE_WINDOW_SECONDS) -> None:
+        self.window = window
+        self.samples: deque[tuple[float, dict[str, int]]] = deque()
+
+    def add(self, snapshot: Snapshot) -> None:
+        counts = {kind: snapshot.done_of(kind) for kind in snapshot.kind_names()}
+        self.samples.append((snapshot.elapsed, counts))
+        while len(self.samples) > 2 and self.samples[1][0] <= snapshot.elapsed - self.window:
+            self.samples.popleft()
+
+    def per_second(self, kind: str, snapshot: Snapshot) -> float:
+        if not self.samples:
+            return 0.0
+        since, counts = self.samples[0]
+        if since >= snapshot.elapsed:  # one sample: the execution's own start is the baseline
+            since, before = 0.0, snapshot.done_of(kind) - snapshot.finished_of(kind, *_FINISHED)
+        else:
+            before = counts.get(kind, 0)
+        seconds = snapshot.elapsed - since
+        return max(0, snapshot.done_of(kind) - before) / seconds if seconds > 0 else 0.0
+
+
+_FINISHED = (DONE, FAILED, CANCELLED, UNCERTAIN)
+
+
+@dataclass(frozen=True)
+class KindLine:
+    kind: str
+    done: int
+    total: int | None
+    failed: int
+    rate: float
+    eta: float | None  # None: unknown (nothing of this kind finished yet); 0: nothing left
+
+    @property
+    def percent(self) -> float | None:
+        if not self.total:
+            return None
+        return 100.0 * self.done / self.total
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Everything shown, computed once for both the live table and the log line."""
+
+    kinds: list[KindLine]
+    done: int
+    total: int | None
+    rate: float
+    eta: float | None
+    snapshot: Snapshot
+
+    @property
+    def percent(self) -> float | None:
+        return 100.0 * self.done / self.total if self.total else None
+
+
+def figures(snapshot: Snapshot, rates: Rates) -> Figures:
+    lines = []
+    for kind in snapshot.kind_names():
+        done, total = snapshot.done_of(kind), snapshot.total_of(kind)
+        rate = rates.per_second(kind, snapshot)
+        left = None if total is None else max(0, total - done)
+        eta = 0.0 if left == 0 else (left / rate if left is not None and rate > 0 else None)
+        lines.append(KindLine(kind, done, total, snapshot.finished_of(kind, FAILED), rate, eta))
+    totals = [line.total for line in lines]
+    total = sum(t for t in totals if t is not None) if lines and None not in totals else None
+    etas = [line.eta for line in lines]
+    eta = None if None in etas else max((e for e in etas if e is not None), default=0.0)
+    if total is None and snapshot.remaining is not None:
+        eta = snapshot.eta_seconds
+    return Figures(
+        lines, sum(line.done for line in lines), total, sum(line.rate for line in lines), eta, snapshot
+    )
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+
+def clock(seconds: float | None) -> str:
     if seconds is None:
-        return "-"
+        return "?"
     minutes, second = divmod(int(seconds), 60)
     hours, minute = divmod(minutes, 60)
     return f"{hours}:{minute:02d}:{second:02d}"
 
 
-def render(snapshot: Snapshot) -> Table:
-    """One table: a row per kind (done, failed, other), then the run's totals."""
-    kinds = sorted({name.split(":", 1)[0] for name in snapshot.finished})
-    table = Table("kind", "done", "failed", "uncertain/cancelled", title="relaybatch run", min_width=60)
-    for kind in kinds:
-        done = snapshot.finished.get(f"{kind}:{DONE}", 0)
-        failed = snapshot.finished.get(f"{kind}:failed", 0)
-        other = snapshot.finished.get(f"{kind}:uncertain", 0) + snapshot.finished.get(f"{kind}:cancelled", 0)
-        table.add_row(kind, str(done), str(failed), str(other))
-    dollars = "-" if snapshot.spent_usd is None else f"${snapshot.spent_usd:.4f}"
-    table.caption = (
-        f"in flight {snapshot.in_flight} · polling {snapshot.polling} · "
-        f"{snapshot.rate:.1f} items/s · ETA {_eta(snapshot.eta_seconds)} · spent {dollars}"
-        + (f"\nstopping: {snapshot.stopped}" if snapshot.stopped else "")
+def _usd(value: Decimal) -> str:
+    return f"${value.quantize(Decimal('0.0001'))}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _of(done: int, total: int | None) -> str:
+    return f"{done}/{'?' if total is None else total}"
+
+
+def limit_text(snapshot: Snapshot) -> str:
+    if snapshot.limit_rpm is None:
+        return "limit none known yet" if snapshot.limit_source else "limit -"
+    return f"limit {snapshot.limit_rpm:.0f} rpm ({snapshot.limit_source or 'configured'})"
+
+
+def activity_text(snapshot: Snapshot) -> str:
+    return (
+        f"in flight {snapshot.in_flight} · queued {snapshot.queued} · polling {snapshot.polling} · "
+        f"429s {snapshot.rate_limited} · retries {snapshot.retries} · {limit_text(snapshot)}"
     )
-    return table
+
+
+def money_text(snapshot: Snapshot) -> str:
+    money = snapshot.money
+    if money is None:
+        return "spent " + ("-" if snapshot.spent_usd is None else _usd(snapshot.spent_usd))
+    parts = [
+        f"spent {_usd(money.spent_usd)}",
+        f"unknown {_usd(money.unknown_usd)}",
+        f"reserved {_usd(money.reserved_usd)}",
+    ]
+    if money.budget_usd is None:
+        parts.append("no budget")
+    else:
+        used = money.spent_usd + money.unknown_usd + money.reserved_usd
+        share = 100 * used / money.budget_usd if money.budget_usd else Decimal(100)
+        parts.append(f"budget {_usd(money.budget_usd)} ({share:.1f}% used)")
+    return " · ".join(parts)
+
+
+def eta_text(shown: Figures) -> str:
+    if shown.eta is not None:
+        return f"ETA {clock(shown.eta)}"
+    waiting = [line.kind for line in shown.kinds if line.eta is None and line.rate == 0]
+    return f"ETA ? (no {', '.join(waiting)} finished yet)" if waiting else "ETA ?"
+
+
+def headline(shown: Figures) -> str:
+    return (
+        f"total {_of(shown.done, shown.total)} ({_percent(shown.percent)}) · "
+        f"elapsed {clock(shown.snapshot.elapsed)} · {shown.rate:.1f} items/s · {eta_text(shown)}"
+    )
+
+
+def log_line(shown: Figures) -> str:
+    """The whole picture in one line, for logs: no wrapping, no colour, greppable."""
+    kinds = " · ".join(
+        f"{line.kind} {_of(line.done, line.total)} {_percent(line.percent)}" for line in shown.kinds
+    )
+    parts = [headline(shown), kinds, activity_text(shown.snapshot), money_text(shown.snapshot)]
+    return " · ".join(part for part in parts if part)
+
+
+def render_figures(shown: Figures) -> Group:
+    table = Table(box=box.SIMPLE_HEAD, title="relaybatch run", title_justify="left", pad_edge=False)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("progress", min_width=10, ratio=1)
+    for header in ("done/total", "%", "failed", "per s", "ETA"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for line in shown.kinds:
+        bar = ProgressBar(total=float(line.total or 1), completed=float(line.done if line.total else 0))
+        table.add_row(
+            line.kind,
+            bar,
+            _of(line.done, line.total),
+            _percent(line.percent),
+            str(line.failed),
+            f"{line.rate:.1f}",
+            clock(line.eta),
+        )
+    if len(shown.kinds) > 1:
+        table.add_section()
+        total = ProgressBar(total=float(shown.total or 1), completed=float(shown.done if shown.total else 0))
+        rate, eta = f"{shown.rate:.1f}", clock(shown.eta)
+        table.add_row("total", total, _of(shown.done, shown.total), _percent(shown.percent), "", rate, eta)
+    parts: list[Table | Text] = [table, Text(headline(shown)), Text(activity_text(shown.snapshot))]
+    parts.append(Text(money_text(shown.snapshot)))
+    if shown.snapshot.stopped:
+        parts.append(Text(f"stopping: {shown.snapshot.stopped}"))
+    return Group(*parts)
+
+
+def render(snapshot: Snapshot) -> Group:
+    """The live display of one snapshot (rates since the execution began)."""
+    rates = Rates()
+    rates.add(snapshot)
+    return render_figures(figures(snapshot, rates))
+
+
+# -- the two reporters -----------------------------------------------------------------------
 
 
 class RichProgress:
-    """A live table on the terminal (rich prints it once at the end when it is not a terminal)."""
+    """A live table on a terminal, redrawn four times a second."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or output_console(stderr=True)
         self.live: Live | None = None
+        self.rates = Rates()
 
     def update(self, snapshot: Snapshot) -> None:
-        table = render(snapshot)
+        self.rates.add(snapshot)
+        view = render_figures(figures(snapshot, self.rates))
         if self.live is None:
-            self.live = Live(table, console=self.console, refresh_per_second=2, transient=False)
+            self.live = Live(view, console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
         else:
-            self.live.update(table)
+            self.live.update(view)
 
     def finish(self, snapshot: Snapshot) -> None:
         self.update(snapshot)
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+
+class PlainProgress:
+    """One line every ``every`` seconds and a summary at the end, for output that is not a terminal."""
+
+    def __init__(
+        self,
+        file: IO[str],
+        every: float = DEFAULT_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.file = file
+        self.every = every
+        self.clock = clock
+        self.rates = Rates()
+        self.last: float | None = None
+
+    def _write(self, text: str) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self.file.write(f"{stamp} {text}\n")
+        self.file.flush()
+
+    def update(self, snapshot: Snapshot) -> None:
+        self.rates.add(snapshot)
+        now = self.clock()
+        # The first line at once, so a log shows the run started and what it has to do.
+        if self.last is None or now - self.last >= self.every:
+            self.last = now
+            self._write("progress: " + log_line(figures(snapshot, self.rates)))
+
+    def finish(self, snapshot: Snapshot) -> None:
+        self.rates.add(snapshot)
+        verb = f"stopped ({snapshot.stopped})" if snapshot.stopped else "finished"
+        self._write(f"run {verb}: " + log_line(figures(snapshot, self.rates)))
+
+
+def progress_for(file: IO[str], every: float = DEFAULT_EVERY_SECONDS) -> ProgressReporter:
+    """A live table when ``file`` is a terminal, periodic log lines otherwise."""
+    if file.isatty():
+        return RichProgress(output_console(file=file))
+    return PlainProgress(file, every)

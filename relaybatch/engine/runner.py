@@ -29,9 +29,9 @@ from relaybatch.engine.outcomes import (
     verdict_for,
 )
 from relaybatch.engine.poller import Poller, PollSettings
-from relaybatch.engine.progress import ProgressReporter, Snapshot
+from relaybatch.engine.progress import ProgressReporter, Snapshot, kind_totals, limiter_figures
 from relaybatch.engine.resume import UncertainPolicy, mark_interrupted_sends, prepare_resume
-from relaybatch.engine.spend import BilledCall, SpendGuard
+from relaybatch.engine.spend import BilledCall, ReportsSpend, SpendGuard
 from relaybatch.engine.states import (
     DONE,
     FAILED,
@@ -50,6 +50,9 @@ from relaybatch.gateway.retry import RetryPolicy, retry_delay
 Hook = Callable[[str, str], None]
 """Called as hook(point, item_key) at each step; points: sending_committed, answered,
 result_committed, poll_sending, poll_answered, poll_committed. Tests raise from it to crash."""
+
+# The display's refresh: well under a second, so the screen answers as soon as the run starts.
+REPORT_EVERY_SECONDS = 0.5
 
 USER_STOP_MESSAGE = "stopped on request: submitted work was checkpointed; run the manifest again to resume"
 
@@ -119,6 +122,9 @@ class Execution:
         self.poller = Poller(self, settings.poll, limiter)
         counts = store.count_by_state()
         self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
+        self.limiter = limiter
+        self.retries = 0
+        self.kinds_at_start = kind_totals(store)
 
     # -- orchestration ----------------------------------------------------------------------
 
@@ -304,6 +310,7 @@ class Execution:
             delay = retry_delay(attempt, self.retry, headers, self.rng.random())
             fields = {"last_error": reason, "not_before": epoch() + delay}
             await self.writer.write(Change(row.key, PENDING, fields, reason))
+            self.retries += 1
             return
         retryable = verdict is Verdict.RETRY
         if retryable:
@@ -342,13 +349,18 @@ class Execution:
             spent_usd=self.spent if self.priced else None,
             stopped=self.stop_reason,
             remaining=max(0, self.open_at_start - sum(self.finished.values())),
+            kinds=self.kinds_at_start,
+            queued=self.queue.qsize(),
+            retries=self.retries,
+            money=self.spend.figures() if isinstance(self.spend, ReportsSpend) else None,
+            **limiter_figures(self.limiter),
         )
 
     async def _report(self) -> None:
         assert self.progress is not None
         while True:
             self.progress.update(self.snapshot())
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(REPORT_EVERY_SECONDS)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -43,3 +43,21 @@ class SpendGuard(Protocol):
 
     def stop_message(self) -> str:
         """Why ``reserve`` said no, for the user (e.g. which budget was reached)."""
+
+
+@dataclass(frozen=True)
+class SpendFigures:
+    """Money against the run's budget, for the progress display: charges known, calls whose
+    outcome is unknown (counted at their worst case), reservations of calls in flight."""
+
+    spent_usd: Decimal
+    unknown_usd: Decimal
+    reserved_usd: Decimal
+    budget_usd: Decimal | None
+
+
+@runtime_checkable
+class ReportsSpend(Protocol):
+    """A spend guard that can say where the run stands against its budget."""
+
+    def figures(self) -> SpendFigures: ...

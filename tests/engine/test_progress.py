@@ -1,40 +1,213 @@
-"""The progress display: counts per kind, in flight, polling, rate, ETA and dollars."""
+"""The progress display: how far (total, percent, a bar per kind), how fast (elapsed, rate, ETA),
+why (in flight, polling, 429s, retries, the limit and its source) and how much (spent, unknown,
+reserved, budget); live on a terminal, one line every N seconds off one."""
 
 from __future__ import annotations
 
 import io
+import os
+import pty
+import re
+import threading
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
-from engine_fakes import FAST, ClientFactory
+import httpx
+from engine_fakes import FAST, FAST_MEDIA, ClientFactory
 from engine_items import chat, video
+from pydantic import SecretStr
 from rich.console import Console
+from starlette.applications import Starlette
 
-from relaybatch.engine import CheckpointStore, RichProgress, Snapshot, execute
-from relaybatch.engine.progress import render
+from relaybatch.costs import Budgets, spend_guard_for_run
+from relaybatch.emulator import create_app, load_config
+from relaybatch.emulator.config import FaultRule
+from relaybatch.engine import (
+    AdaptiveTokenBucket,
+    CheckpointStore,
+    PlainProgress,
+    RichProgress,
+    Snapshot,
+    execute,
+    progress_for,
+)
+from relaybatch.engine.progress import KindTotals, Rates, figures, render
+from relaybatch.engine.spend import SpendFigures
+from relaybatch.gateway import GatewayClient
+from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.settings import EMULATOR_DEMO_KEY
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
-def text_of(snapshot: Snapshot) -> str:
-    console = Console(file=io.StringIO(), width=120)
+def text_of(snapshot: Snapshot, width: int = 100) -> str:
+    console = Console(file=io.StringIO(), width=width)
     console.print(render(snapshot))
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
-def test_the_table_shows_each_kind_rate_eta_and_dollars() -> None:
+SNAPSHOT = Snapshot(
+    finished={"chat:done": 90, "chat:failed": 2, "video:done": 8},
+    in_flight=12,
+    polling=30,
+    elapsed=10.0,
+    spent_usd=Decimal("1.23456"),
+    stopped=None,
+    remaining=200,
+    kinds={"chat": KindTotals(total=200, finished_before=8), "video": KindTotals(total=100)},
+    queued=5,
+    retries=3,
+    rate_limited=4,
+    limit_rpm=118.8,
+    limit_source="429",
+    money=SpendFigures(Decimal("1.5"), Decimal("0.25"), Decimal("0.25"), Decimal("10")),
+)
+
+
+def test_the_display_answers_how_far_how_fast_why_and_how_much() -> None:
+    text = text_of(SNAPSHOT)
+
+    assert "total 108/300 (36.0%)" in text
+    assert re.search(r"chat\s.*━.*\s100/200\s+50\.0%\s+2\s+9\.2\s+0:00:10", text), text
+    assert re.search(r"video\s.*━.*\s8/100\s+8\.0%\s+0\s+0\.8\s+0:01:55", text), text
+    assert "elapsed 0:00:10 · 10.0 items/s · ETA 0:01:55" in text
+    assert "in flight 12 · queued 5 · polling 30 · 429s 4 · retries 3 · limit 119 rpm (429)" in text
+    assert "spent $1.5000 · unknown $0.2500 · reserved $0.2500 · budget $10.0000 (20.0% used)" in text
+
+
+def test_the_eta_waits_for_the_slowest_kind_instead_of_the_fastest() -> None:
+    """Chats done in seconds must not promise an end while no video has finished yet."""
     snapshot = Snapshot(
-        finished={"chat:done": 90, "chat:failed": 2, "video:done": 8},
-        in_flight=12,
-        polling=30,
-        elapsed=10.0,
-        spent_usd=Decimal("1.23456"),
+        finished={"chat:done": 100},
+        in_flight=0,
+        polling=4,
+        elapsed=5.0,
+        spent_usd=None,
         stopped=None,
-        remaining=200,
+        remaining=4,
+        kinds={"chat": KindTotals(100), "video": KindTotals(4)},
     )
+    rates = Rates()
+    rates.add(snapshot)
 
-    text = text_of(snapshot)
+    shown = figures(snapshot, rates)
 
-    assert "chat" in text and "90" in text and "video" in text
-    assert "in flight 12" in text and "polling 30" in text
-    assert "10.0 items/s" in text and "ETA 0:00:20" in text and "$1.2346" in text
+    assert shown.eta is None
+    assert "ETA ? (no video finished yet)" in text_of(snapshot)
+
+
+def test_rates_follow_the_last_minute_not_the_whole_run() -> None:
+    rates = Rates(window=60.0)
+    kinds = {"chat": KindTotals(10_000)}
+    for second, done in ((0, 0), (60, 6000), (120, 6060)):
+        snapshot = Snapshot({"chat:done": done}, 0, 0, float(second), None, None, kinds=kinds)
+        rates.add(snapshot)
+    assert rates.per_second("chat", snapshot) == 1.0  # 60 in the last 60 s; 50.5/s since the start
+
+
+def client_on(app: Starlette, key: str, **options: Any) -> GatewayClient:
+    transport = httpx.ASGITransport(app=app)
+    retry = RetryPolicy(max_attempts=1)
+    return GatewayClient("http://emulator.local", SecretStr(key), transport=transport, retry=retry, **options)
+
+
+def _drain(leader: int, into: bytearray) -> None:
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        into.extend(chunk)
+
+
+async def test_a_terminal_shows_total_percent_elapsed_rate_429s_limit_and_spend(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    """The live display on a real pseudo-terminal, 100 columns wide, during a run that meets 429s."""
+    config = load_config()
+    config.media = FAST_MEDIA
+    config.faults.rules = [FaultRule(fault="status=429", at=[2, 4], paths=["/v1/chat"])]
+    app = create_app(config)
+    store.add_items([chat(n) for n in range(1, 9)] + [video(1)])
+    bucket = AdaptiveTokenBucket(6000)
+    leader, follower = pty.openpty()
+    screen = bytearray()
+    reader = threading.Thread(target=_drain, args=(leader, screen), daemon=True)
+    reader.start()
+    try:
+        with open(follower, "w", closefd=False) as terminal:
+            console = Console(file=terminal, width=100)
+            assert console.is_terminal
+            async with (
+                GatewayClient(
+                    "http://emulator.local",
+                    SecretStr("rb-standard-key"),
+                    transport=httpx.ASGITransport(app=app),
+                    limiter=bucket,
+                    retry=RetryPolicy(max_attempts=1),
+                ) as client,
+                spend_guard_for_run(store, client, budgets=Budgets(run_usd=Decimal("5"))) as guard,
+            ):
+                await execute(
+                    store,
+                    client,
+                    settings=FAST,
+                    limiter=bucket,
+                    spend=guard,
+                    progress=RichProgress(console),
+                )
+    finally:
+        os.close(follower)
+        reader.join(timeout=10)
+        os.close(leader)
+
+    text = ANSI.sub("", screen.decode("utf-8", errors="replace"))
+    assert "total 9/9 (100.0%)" in text, text
+    assert re.search(r"chat\s.*━+\s+8/8\s+100\.0%", text), text
+    assert re.search(r"elapsed 0:00:\d\d · \d+\.\d items/s · ETA 0:00:00", text), text
+    assert "429s 2 · retries 2 · limit 119 rpm (429)" in text, text
+    assert re.search(r"spent \$0\.\d{4} · unknown \$0\.0000 · reserved \$0\.0000 · budget \$5\.0000", text)
+    assert "spent $0.0000" not in text.split("total 9/9")[-1]  # the calls were priced
+
+
+async def test_off_a_terminal_a_line_every_few_seconds_and_a_summary(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    """Videos that render for 2 s: the log must not stay silent while they poll."""
+    config = load_config()
+    config.media = {"video": {**FAST_MEDIA["video"], "render_seconds_base": 2.0}}
+    store.add_items([chat(1), chat(2), video(1), video(2)])
+    log = tmp_path / "run.log"
+    with log.open("w") as file:
+        progress = progress_for(file, every=0.5)
+        assert isinstance(progress, PlainProgress)
+        async with client_on(create_app(config), EMULATOR_DEMO_KEY) as client:
+            await execute(store, client, settings=FAST, progress=progress)
+
+    lines = log.read_text().splitlines()
+    periodic = [line for line in lines if " progress: " in line]
+    assert len(periodic) >= 3, lines
+    assert any("polling 2" in line and "video 0/2" in line for line in periodic), lines
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress: total \d/4 .*", periodic[0])
+    assert lines[-1].split(" ", 1)[1].startswith("run finished: total 4/4 (100.0%) · elapsed ")
+    for line in lines:
+        for figure in ("items/s", "ETA", "in flight", "polling", "429s", "retries", "limit", "spent"):
+            assert figure in line, line
+
+
+def test_a_terminal_gets_the_live_table_and_a_file_the_log_lines(tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    try:
+        with open(follower, "w", closefd=False) as terminal:
+            assert isinstance(progress_for(terminal), RichProgress)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    with (tmp_path / "log").open("w") as file:
+        assert isinstance(progress_for(file), PlainProgress)
 
 
 async def test_execute_feeds_the_display_and_finishes_it(
@@ -47,5 +220,5 @@ async def test_execute_feeds_the_display_and_finishes_it(
     await execute(store, make_client(), settings=FAST, progress=progress)
 
     text = output.getvalue()
-    assert "chat" in text and "video" in text and "ETA" in text
+    assert "chat" in text and "video" in text and "total 3/3 (100.0%)" in text
     assert progress.live is None
