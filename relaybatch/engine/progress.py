@@ -30,7 +30,15 @@ from rich.text import Text
 
 from relaybatch.console import output_console
 from relaybatch.engine.spend import SpendFigures
-from relaybatch.engine.states import ALL_STATES, CANCELLED, DONE, FAILED, TERMINAL_STATES, UNCERTAIN
+from relaybatch.engine.states import (
+    ALL_STATES,
+    CANCELLED,
+    DONE,
+    FAILED,
+    SUPERSEDED,
+    TERMINAL_STATES,
+    UNCERTAIN,
+)
 from relaybatch.engine.store import CheckpointStore
 
 RATE_WINDOW_SECONDS = 60.0
@@ -97,7 +105,8 @@ def kind_totals(store: CheckpointStore) -> dict[str, KindTotals]:
     """Items per kind in the run's store, and those already finished (a resumed run's head start)."""
     totals = {}
     for kind, counts in store.count_by_kind_and_state().items():
-        live = {state: count for state, count in counts.items() if state in ALL_STATES}
+        # Superseded items are no longer the manifest's: not part of what this run has to do.
+        live = {state: n for state, n in counts.items() if state in ALL_STATES and state != SUPERSEDED}
         finished = sum(count for state, count in live.items() if state in TERMINAL_STATES)
         totals[kind] = KindTotals(sum(live.values()), finished)
     return totals
