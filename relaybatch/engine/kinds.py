@@ -9,14 +9,12 @@ columns without knowing the families.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from relaybatch.engine.media import MediaFiles
+from relaybatch.engine.media import MediaFiles, extension_for, link_extension
 from relaybatch.engine.normalize import (
     as_dict,
     chat_result,
@@ -28,6 +26,7 @@ from relaybatch.engine.normalize import (
     web_search_result,
 )
 from relaybatch.gateway import GatewayClient
+from relaybatch.gateway.media import decode_base64_media
 
 
 class KindNotAvailable(Exception):
@@ -186,27 +185,44 @@ async def submit_video_v1(client: GatewayClient, request: dict[str, Any], media:
     return Submitted(_task_id(answer), {"remote": answer})
 
 
-def _decode_task_media(data: dict[str, Any], media: MediaFiles) -> tuple[list[str], list[str]]:
-    """Files for base64 payloads; URLs are kept as given (V1 data is opaque, LOW confidence)."""
-    paths: list[str] = []
-    urls: list[str] = []
-    for key in ("url", "video_url", "image_url"):
-        if isinstance(data.get(key), str):
-            urls.append(data[key])
-    urls.extend(url for url in data.get("urls") or [] if isinstance(url, str))
+# Keys of a finished task's ``data`` that hold file links (V1 data is opaque; public-facts.md).
+_LINK_KEYS = ("url", "video_url", "audio_url", "image_url", "file_url")
+
+
+def _task_links(data: dict[str, Any]) -> list[str]:
+    links = [data[key] for key in _LINK_KEYS if isinstance(data.get(key), str)]
+    links.extend(url for url in data.get("urls") or [] if isinstance(url, str))
+    for entry in [*(data.get("images") or []), *(data.get("files") or [])]:
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
+            links.append(entry["url"])
+    return list(dict.fromkeys(links))
+
+
+def _task_blobs(data: dict[str, Any]) -> list[str]:
     blobs = [data["b64_json"]] if isinstance(data.get("b64_json"), str) else []
     for image in data.get("images") or []:
         if isinstance(image, dict) and isinstance(image.get("b64_json"), str):
             blobs.append(image["b64_json"])
-        elif isinstance(image, dict) and isinstance(image.get("url"), str):
-            urls.append(image["url"])
-    for index, blob in enumerate(blobs):
+    return blobs
+
+
+async def _task_files(
+    client: GatewayClient, task: dict[str, Any], data: dict[str, Any], media: MediaFiles
+) -> tuple[list[str], list[str]]:
+    """A finished task's files in ``media/``: base64 payloads decoded, links downloaded now
+    (real gateways' links expire within hours). Returns the local paths and the links."""
+    paths: list[str] = []
+    for blob in _task_blobs(data):
         try:
-            content = base64.b64decode(blob, validate=True)
-        except (binascii.Error, ValueError):
+            decoded = decode_base64_media(blob)
+        except ValueError:
             continue
-        paths.append(media.write(index, guess_extension(content, "bin"), content))
-    return paths, urls
+        paths.append(media.write(len(paths), extension_for(decoded.media_type), decoded.data))
+    links = _task_links(data)
+    for link in links:
+        expected = link_extension(link, data.get("mime_type") or data.get("content_type"), task.get("type"))
+        paths.append(await media.download(client, len(paths), link, expected))
+    return paths, links
 
 
 async def poll_task(client: GatewayClient, task_id: str, media: MediaFiles) -> PollAnswer:
@@ -216,29 +232,13 @@ async def poll_task(client: GatewayClient, task_id: str, media: MediaFiles) -> P
         return PollAnswer("running")
     if status == "completed":
         data: dict[str, Any] = task["data"] if isinstance(task.get("data"), dict) else {}
-        paths, urls = _decode_task_media(data, media)
+        paths, urls = await _task_files(client, task, data, media)
         return PollAnswer("done", {"remote": task, "media_paths": paths, "media_urls": urls})
     if status == "cancelled":
         return PollAnswer("cancelled", {"remote": task}, "the task was cancelled")
     return PollAnswer(
         "failed", {"remote": task}, f"task {status or 'failed'}: {task.get('error') or 'no reason'}"
     )
-
-
-def guess_extension(content: bytes, default: str) -> str:
-    """The file type from its first bytes; the name never comes from user input."""
-    signatures = {
-        b"\x89PNG": "png",
-        b"\xff\xd8\xff": "jpeg",
-        b"RIFF": "webp",
-        b"GIF8": "gif",
-    }
-    for signature, extension in signatures.items():
-        if content.startswith(signature):
-            return extension
-    if content[4:8] == b"ftyp":
-        return "mp4"
-    return default
 
 
 CALLS: dict[str, KindCalls] = {

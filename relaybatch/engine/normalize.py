@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
 from relaybatch.costs.usage import (
@@ -23,9 +24,7 @@ from relaybatch.costs.usage import (
     responses_usage,
     token_columns,
 )
-from relaybatch.engine.media import MediaFiles
-
-_IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpeg", "image/webp": "webp", "image/gif": "gif"}
+from relaybatch.engine.media import MediaFiles, extension_for
 
 
 def as_dict(answer: Any) -> dict[str, Any]:
@@ -162,16 +161,54 @@ def judgment_result(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def web_search_result(answer: dict[str, Any]) -> dict[str, Any]:
+    """The reader's page text is ``output_text``; search routes give ``search.results``, each hit
+    with its title, url, snippet and the passages (``contexts``) of a deep or news search."""
     data: dict[str, Any] = answer["data"] if isinstance(answer.get("data"), dict) else {}
-    organic = data.get("organic") or []
+    organic = [hit for hit in data.get("organic") or [] if isinstance(hit, dict)]
     return {
         "output_text": answer.get("content"),
-        "search": {
-            "results": [{name: hit.get(name) for name in ("title", "link", "snippet")} for hit in organic],
-            "took_ms": answer.get("took_ms"),
-        },
+        "search": {"results": [_search_hit(hit) for hit in organic], "took_ms": answer.get("took_ms")},
         "usage": {"requests": 1},
     }
+
+
+def _search_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    contexts = [context for context in hit.get("contexts") or [] if isinstance(context, dict)]
+    contexts.sort(key=lambda context: context.get("idx") or 0)
+    return {
+        "title": hit.get("title"),
+        "url": hit.get("link") or hit.get("url"),
+        "snippet": hit.get("snippet"),
+        "contexts": [context.get("text") for context in contexts],
+    }
+
+
+def tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """One tool call of any family as ``{id, name, arguments}``, arguments as JSON text.
+
+    chat: ``{id, function: {name, arguments}}``; responses: ``{call_id, name, arguments}``;
+    messages: ``{id, name, input}``; generate-content: ``{id?, name, args}``. Applying it to its
+    own output gives the same dict back.
+    """
+    function = call.get("function")
+    if isinstance(function, dict):
+        return {
+            "id": call.get("id"),
+            "name": function.get("name"),
+            "arguments": _json_text(function.get("arguments")),
+        }
+    arguments = next((call[name] for name in ("arguments", "input", "args") if name in call), None)
+    return {
+        "id": call.get("call_id") or call.get("id"),
+        "name": call.get("name"),
+        "arguments": _json_text(arguments),
+    }
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _save_base64(media: MediaFiles, index: int, data: Any, mime_type: Any) -> str | None:
@@ -181,5 +218,5 @@ def _save_base64(media: MediaFiles, index: int, data: Any, mime_type: Any) -> st
         content = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return None
-    extension = _IMAGE_EXTENSIONS.get(str(mime_type), "bin")
+    extension = extension_for(mime_type)
     return media.write(index, extension, content)

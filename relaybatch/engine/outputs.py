@@ -2,10 +2,13 @@
 
 Each file is written in row groups of ``ROWS_PER_PART`` rows (memory stays flat on million-item
 jobs) to a temporary name in the same folder, then renamed: a reader or a crash never sees half
-a file. Columns are typed: carried input columns keep their type (``input_<name>``), typed
-judgment answers are flattened per question (``answer_<question>`` as a number for noul and
-score, a string for choice, with ``_confidence`` and ``_probabilities``), token counts are
-integers, the cost is an exact decimal.
+a file. Rows are built column by column, a batch at a time, never all in memory.
+
+Columns are typed (result_columns.py has them and which kinds get which): carried input columns
+keep their type (``input_<name>``), typed judgment answers are flattened per question
+(``answer_<question>``, with ``_confidence`` and ``_probabilities`` keyed by label for choice
+and score), token counts are integers, usage and tool calls are structs, the cost is an exact
+decimal, timestamps are UTC timestamps.
 """
 
 from __future__ import annotations
@@ -14,41 +17,25 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from decimal import Decimal
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from relaybatch.engine.result_columns import (
+    READER,
+    TIMESTAMP_TYPE,
+    Column,
+    answer_columns,
+    answer_values,
+    columns_for,
+)
 from relaybatch.engine.store import CheckpointStore
 
 ROWS_PER_PART = 10_000
-COST_TYPE = pa.decimal128(38, 18)
-
-_FIXED_COLUMNS: list[tuple[str, pa.DataType]] = [
-    ("item_id", pa.string()),
-    ("item_key", pa.string()),
-    ("kind", pa.string()),
-    ("state", pa.string()),
-    ("model", pa.string()),
-    ("output_text", pa.string()),
-    ("tool_calls", pa.string()),
-    ("finish_reason", pa.string()),
-    ("media_paths", pa.list_(pa.string())),
-    ("media_urls", pa.list_(pa.string())),
-    ("remote_id", pa.string()),
-    ("input_tokens", pa.int64()),
-    ("output_tokens", pa.int64()),
-    ("cached_tokens", pa.int64()),
-    ("reasoning_tokens", pa.int64()),
-    ("usage", pa.string()),
-    ("latency_ms", pa.float64()),
-    ("attempts", pa.int64()),
-    ("error", pa.string()),
-    ("cost_usd", COST_TYPE),
-    ("finished_at", pa.string()),
-]
 
 
 def write_parquet_atomically(table: pa.Table, path: Path) -> None:
@@ -86,59 +73,40 @@ def _question_types(request: dict[str, Any]) -> dict[str, str]:
     return {name: str(spec.get("type")) for name, spec in questions.items() if isinstance(spec, dict)}
 
 
-def _schema(store: CheckpointStore, job: str) -> tuple[pa.Schema, dict[str, str]]:
+@dataclass(frozen=True)
+class _Layout:
+    """What a job's file holds: carried inputs, the kinds' columns, one group per question."""
+
+    carried: dict[str, pa.DataType]
+    columns: list[Column]
+    questions: dict[str, str]
+
+    @property
+    def schema(self) -> pa.Schema:
+        fields = [pa.field(f"input_{name}", data_type) for name, data_type in self.carried.items()]
+        fields += [pa.field(column.name, column.type) for column in self.columns]
+        for name, question_type in self.questions.items():
+            fields += answer_columns(name, question_type)
+        return pa.schema(fields)
+
+
+def _layout(store: CheckpointStore, job: str) -> _Layout:
     carry_kinds: dict[str, set[type]] = {}
     questions: dict[str, str] = {}
-    for carry, judgment_request in store.carry_and_judgment_requests(job):
+    groups: set[str] = set()
+    for kind, carry, request in store.export_profile(job):
         for name, value in carry.items():
             carry_kinds.setdefault(name, set()).add(type(value))
-        if judgment_request:
-            questions.update(_question_types(judgment_request))
-    fields = [pa.field(f"input_{name}", _carry_type(kinds)) for name, kinds in carry_kinds.items()]
-    fields += [pa.field(name, data_type) for name, data_type in _FIXED_COLUMNS]
-    for name, question_type in questions.items():
-        answer_type = pa.string() if question_type == "choice" else pa.float64()
-        fields += [
-            pa.field(f"answer_{name}", answer_type),
-            pa.field(f"answer_{name}_confidence", pa.float64()),
-            pa.field(f"answer_{name}_probabilities", pa.string()),
-        ]
-    return pa.schema(fields), questions
+        if kind == "judgment" and request:
+            questions.update(_question_types(request))
+        groups.add(READER if kind == "web_search" and request and request.get("route") == "reader" else kind)
+    carried = {name: _carry_type(kinds) for name, kinds in carry_kinds.items()}
+    return _Layout(carried, columns_for(groups), questions)
 
 
 # -- rows --------------------------------------------------------------------------------------
 
-
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True)
-
-
-def _carried(carry: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    row = {}
-    for name, value in carry.items():
-        if (
-            schema.field(f"input_{name}").type == pa.string()
-            and value is not None
-            and not isinstance(value, str)
-        ):
-            value = json.dumps(value, sort_keys=True)
-        row[f"input_{name}"] = value
-    return row
-
-
-def _answers(result: dict[str, Any], questions: dict[str, str]) -> dict[str, Any]:
-    answers = result.get("answers") or {}
-    row: dict[str, Any] = {}
-    for name, question_type in questions.items():
-        answer = answers.get(name) or {}
-        value = answer.get(question_type) if isinstance(answer, dict) else None
-        row[f"answer_{name}"] = str(value) if question_type == "choice" and value is not None else value
-        row[f"answer_{name}_confidence"] = answer.get("confidence") if isinstance(answer, dict) else None
-        row[f"answer_{name}_probabilities"] = _json_or_none(answer.get("probabilities"))
-    return row
-
-
-# What result_row reads of an item.
+# What a row is made of, read from the store (never the request).
 _ITEM_COLUMNS = [
     "key",
     "item_id",
@@ -155,60 +123,103 @@ _ITEM_COLUMNS = [
 ]
 
 
-def result_row(item: dict[str, Any], schema: pa.Schema, questions: dict[str, str]) -> dict[str, Any]:
-    result = item["result"] or {}
-    tokens = result.get("tokens") or {}
-    cost = item.get("cost_usd")
-    return {
-        **_carried(item["carry"], schema),
-        "item_id": item["item_id"],
-        "item_key": item["key"],
-        "kind": item["kind"],
-        "state": item["state"],
-        "model": result.get("model"),
-        "output_text": result.get("output_text"),
-        "tool_calls": _json_or_none(result.get("tool_calls")),
-        "finish_reason": result.get("finish_reason"),
-        "media_paths": result.get("media_paths") or [],
-        "media_urls": result.get("media_urls") or [],
-        "remote_id": item.get("remote_id"),
-        "input_tokens": tokens.get("input_tokens"),
-        "output_tokens": tokens.get("output_tokens"),
-        "cached_tokens": tokens.get("cached_tokens"),
-        "reasoning_tokens": tokens.get("reasoning_tokens"),
-        "usage": _json_or_none(result.get("usage")),
-        "latency_ms": item.get("latency_ms"),
-        "attempts": item["attempts"],
-        "error": item["last_error"] if item["state"] != "done" else None,
-        "cost_usd": Decimal(cost) if cost is not None else None,
-        "finished_at": item.get("finished_at"),
-        **_answers(result, questions),
-    }
+def _carried_value(value: Any, data_type: pa.DataType) -> Any:
+    if data_type == pa.string() and value is not None and not isinstance(value, str):
+        return json.dumps(value, sort_keys=True)
+    return value
 
 
-def _parts(
-    store: CheckpointStore, job: str, schema: pa.Schema, questions: dict[str, str]
-) -> Iterator[pa.Table]:
-    rows: list[dict[str, Any]] = []
+class _Batch:
+    """Column values of up to ``ROWS_PER_PART`` rows, appended item by item (an item's decoded
+    result is dropped as soon as its values are taken), turned into one record batch."""
+
+    def __init__(self, layout: _Layout, schema: pa.Schema) -> None:
+        self.layout = layout
+        self.schema = schema
+        self.carried = list(layout.carried.items())
+        self.questions = list(layout.questions.items())
+        self.values: list[list[Any]] = [[] for _ in schema]
+        self.rows = 0
+
+    def add(self, item: dict[str, Any]) -> None:
+        result = item["result"] or {}
+        carry = item["carry"] or {}
+        row = [_carried_value(carry.get(name), data_type) for name, data_type in self.carried]
+        row += [
+            None if column.from_result and not result else column.value(item, result)
+            for column in self.layout.columns
+        ]
+        answers = result.get("answers")
+        if not isinstance(answers, dict):
+            answers = {}
+        for name, question_type in self.questions:
+            row += answer_values(answers.get(name), question_type)
+        for column_values, value in zip(self.values, row, strict=True):
+            column_values.append(value)
+        self.rows += 1
+
+    def record_batch(self) -> pa.RecordBatch:
+        arrays = [_array(values, field.type) for values, field in zip(self.values, self.schema, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _array(values: list[Any], data_type: pa.DataType) -> pa.Array:
+    """Values as an array of ``data_type``; a value that does not fit (a gateway sending text where
+    a count belongs) is written null rather than failing the whole export."""
+    if data_type == TIMESTAMP_TYPE:
+        return _timestamps(values)
+    try:
+        return pa.array(values, type=data_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return pa.array([_fitting(value, data_type) for value in values], type=data_type)
+
+
+def _fitting(value: Any, data_type: pa.DataType) -> Any:
+    try:
+        pa.array([value], type=data_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return None
+    return value
+
+
+def _timestamps(texts: list[Any]) -> pa.Array:
+    """ISO 8601 text (the store's ``now_text``) as UTC timestamps, parsed by Arrow in one pass."""
+    try:
+        return pa.array(texts, type=pa.string()).cast(TIMESTAMP_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([_timestamp(text) for text in texts], type=TIMESTAMP_TYPE)
+
+
+def _timestamp(text: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    batch = _Batch(layout, schema)
     for item in store.iter_items(job, columns=_ITEM_COLUMNS):
-        rows.append(result_row(item, schema, questions))
-        if len(rows) >= ROWS_PER_PART:
-            yield pa.Table.from_pylist(rows, schema=schema)
-            rows = []
-    if rows:
-        yield pa.Table.from_pylist(rows, schema=schema)
+        batch.add(item)
+        if batch.rows >= ROWS_PER_PART:
+            yield batch.record_batch()
+            batch = _Batch(layout, schema)
+    if batch.rows:
+        yield batch.record_batch()
 
 
 def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
     """Write one job's results file, part by part, under a temporary name; then rename it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    schema, questions = _schema(store, job)
+    layout = _layout(store, job)
+    schema = layout.schema
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with pq.ParquetWriter(temporary, schema) as writer:
             wrote = False
-            for part in _parts(store, job, schema, questions):
-                writer.write_table(part)
+            for part in _parts(store, job, layout, schema):
+                writer.write_batch(part)
                 wrote = True
             if not wrote:
                 writer.write_table(schema.empty_table())

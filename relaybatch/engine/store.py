@@ -405,6 +405,17 @@ class CheckpointStore:
         for values in cursor:
             yield _decoded(dict(zip(names, values, strict=True)))
 
+    def export_profile(self, job: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None]]:
+        """Each item of ``job``: its kind, its carried input columns, and its request when the
+        results schema depends on it (judgment questions, the web search route); other requests,
+        the bulk of the store, are not read."""
+        sql = (
+            "select kind, carry, case when kind in ('judgment', 'web_search') then request end "
+            "from items where job = ?"
+        )
+        for kind, carry_text, request_text in self.db.execute(sql, [job]):
+            yield kind, json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
+
     def count_by_state(self) -> dict[str, int]:
         sql = "select state, count(*) from items group by state"
         return {state: count for state, count in self.db.execute(sql).fetchall()}
@@ -422,13 +433,6 @@ class CheckpointStore:
         for kind, state, count in self.db.execute("select kind, state, count(*) from items group by 1, 2"):
             counts.setdefault(kind, {})[state] = count
         return counts
-
-    def carry_and_judgment_requests(self, job: str) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
-        """Each item of ``job``: its carried input columns, and its request when it is a judgment
-        (the results schema needs both; other requests are not read)."""
-        sql = "select carry, case when kind = 'judgment' then request end from items where job = ?"
-        for carry_text, request_text in self.db.execute(sql, [job]):
-            yield json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
 
     def calls(self) -> list[tuple[str, str, str]]:
         """Every distinct (job, kind, model) in the store; model is '' for routes without one."""

@@ -17,10 +17,15 @@ class AuthStyle(Enum):
     BEARER = "bearer"  # chat completions, responses, video, catalog, pricing, images, judgment, search
     MESSAGES = "messages"  # x-api-key plus the messages version header
     GENERATE_CONTENT = "generate_content"  # x-goog-api-key
+    # A file link a task result points to on another host (a storage service's signed URL): the
+    # link carries its own credential, and the account key never goes to a host we did not choose.
+    NONE = "none"
 
 
 def auth_headers(style: AuthStyle, api_key: SecretStr) -> dict[str, str]:
     """The headers that authenticate one request of this family."""
+    if style is AuthStyle.NONE:
+        return {}
     key = api_key.get_secret_value()
     if style is AuthStyle.MESSAGES:
         return {"x-api-key": key, "anthropic-version": MESSAGES_VERSION}

@@ -213,6 +213,30 @@ class GatewayClient:
             call, lambda response: write_stream_to_file(response.aiter_bytes(), target)
         )
 
+    async def download_file(self, url: str, path: Path) -> MediaFile:
+        """Stream the file a task result links to (``data.video_url`` ...) to ``path``, written
+        whole or not at all. The account key is sent only when the link is on the gateway's own
+        host; a link elsewhere carries its own credential and is fetched without the key."""
+        link = httpx.URL(url)
+        base = self._http.base_url
+        own_host = link.is_relative_url or (link.scheme, link.host, link.port) == (
+            base.scheme,
+            base.host,
+            base.port,
+        )
+        call = Call(
+            "GET",
+            url,
+            AuthStyle.BEARER if own_host else AuthStyle.NONE,
+            CallKind.READ,
+            "other",
+            timeout=self._timeouts.download(),
+        )
+        target = Path(path)
+        return await self._sender.run(
+            call, lambda response: write_stream_to_file(response.aiter_bytes(), target)
+        )
+
     async def video_v1_create(self, request: RequestLike) -> TaskCreated:
         body = _request_body(VideoV1CreateRequest, request)
         call = Call(
