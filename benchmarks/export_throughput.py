@@ -35,7 +35,11 @@ ADD_BATCH = 5000
 
 QUESTIONS = {
     "complaint": {"type": "noul", "instructions": "Is this a complaint?"},
-    "topic": {"type": "choice", "instructions": "Topic?", "criteria": {"billing": "money", "delivery": "post"}},
+    "topic": {
+        "type": "choice",
+        "instructions": "Topic?",
+        "criteria": {"billing": "money", "delivery": "post"},
+    },
     "anger": {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "angry"]},
 }
 
@@ -44,9 +48,7 @@ def _chat(number: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
     request = {"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Question {number}?"}]}
     answer = {
         "model": "relay-chat-small",
-        "choices": [
-            {"message": {"content": f"Answer number {number}, short."}, "finish_reason": "stop"}
-        ],
+        "choices": [{"message": {"content": f"Answer number {number}, short."}, "finish_reason": "stop"}],
         "usage": {
             "prompt_tokens": 12,
             "completion_tokens": 7,
@@ -86,7 +88,11 @@ def _judgment(number: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
 def _search(number: int) -> tuple[str, dict[str, Any], dict[str, Any]]:
     request = {"route": "search", "q": f"river {number}"}
     hits = [
-        {"title": f"River {number} page {n}", "link": f"https://example.org/{number}/{n}", "snippet": "A river."}
+        {
+            "title": f"River {number} page {n}",
+            "link": f"https://example.org/{number}/{n}",
+            "snippet": "A river.",
+        }
         for n in range(5)
     ]
     return "web_search", request, web_search_result({"code": 200, "took_ms": 30, "data": {"organic": hits}})
@@ -132,7 +138,9 @@ def _add(store: CheckpointStore, batch: list[tuple[Item, dict[str, Any]]]) -> No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--mix", choices=sorted(MIXES), default="chat")
     options = parser.parse_args()
@@ -152,11 +160,19 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     per_item = wall / options.items * 1e6
     print(f"mix: {options.mix}, items: {options.items}, file {size / options.items:,.0f} bytes per item")
-    print(f"export wall {wall:.3f} s = {per_item:,.1f} microseconds per item ({options.items / wall:,.0f} items/s)")
-    print(f"export CPU {cpu / options.items * 1e6:,.1f} microseconds per item")
+    print(
+        f"export wall {wall:.3f} s = {per_item:,.1f} microseconds per item "
+        f"({options.items / wall:,.0f} items/s)"
+    )
+    cpu_per_item = cpu / options.items * 1e6
+    print(f"export CPU {cpu_per_item:,.1f} microseconds per item")
     print(f"peak RSS growth during export: {(rss_after - rss_before) / 1024:,.1f} MB")
     print(probe())
-    print(f"ratio to budget ({BUDGET_MICROSECONDS:g} microseconds per item): {BUDGET_MICROSECONDS / per_item:.2f}")
+    print(
+        f"ratio to budget ({BUDGET_MICROSECONDS:g} microseconds per item): wall "
+        f"{BUDGET_MICROSECONDS / per_item:.2f}, CPU {BUDGET_MICROSECONDS / cpu_per_item:.2f} "
+        "(on a busy machine wall time includes waiting for a core; CPU is the steadier figure)"
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Each kind has a ``submit`` that sends the billed create and returns either ``Finished`` (sync
 kinds: the answer is the result) or ``Submitted`` (async kinds: a remote id to poll). Async kinds
 also have ``poll`` (one status check, no charge) and optionally ``cancel``. Results are plain
-dicts with the same keys for every kind (see ``empty_result``), so outputs.py can write typed
+dicts with the same keys for every kind (normalize.py), so result_columns.py can write typed
 columns without knowing the families.
 """
 
@@ -116,7 +116,8 @@ async def submit_generate_content(
 
 async def submit_image(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
     answer = await _method(client, "images_generate")(dict(request))
-    return Finished(image_result(as_dict(answer), media, request.get("output_format") or "png"))
+    output_format = request.get("output_format") or "png"
+    return Finished(image_result(as_dict(answer), media, output_format, request.get("model")))
 
 
 async def submit_judgment(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:

@@ -131,7 +131,10 @@ def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[s
     }
 
 
-def image_result(answer: dict[str, Any], media: MediaFiles, output_format: str) -> dict[str, Any]:
+def image_result(
+    answer: dict[str, Any], media: MediaFiles, output_format: str, requested_model: str | None = None
+) -> dict[str, Any]:
+    """The images route's answer names no model: the one asked for stands in."""
     fmt = answer.get("output_format") or output_format
     paths: list[str] = []
     for entry in answer.get("data") or []:
@@ -142,7 +145,7 @@ def image_result(answer: dict[str, Any], media: MediaFiles, output_format: str) 
     return {
         "output_text": None,
         "finish_reason": "completed" if paths else "no_image",
-        "model": answer.get("model"),
+        "model": answer.get("model") or requested_model,
         "usage": usage,
         "media_paths": paths,
         "tokens": token_columns(read_or_none(images_usage, usage, len(paths))),

@@ -33,6 +33,9 @@ SEARCH_HIT_TYPE = pa.struct(
         ("contexts", pa.list_(pa.string())),
     ]
 )
+IMAGE_SETTINGS_TYPE = pa.struct(
+    [(name, pa.string()) for name in ("size", "quality", "output_format", "background")]
+)
 
 # The web search reader answers with page text; the other routes with hits. They are column
 # groups of their own so that neither leaves a column empty.
@@ -195,6 +198,7 @@ RESULT_COLUMNS = [
     Column("media_paths", pa.list_(pa.string()), _result_key("media_paths", [])),
     Column("media_urls", pa.list_(pa.string()), _result_key("media_urls", [])),
     Column("task_data", pa.string(), _task_data),
+    Column("image", IMAGE_SETTINGS_TYPE, _result_key("image")),
     Column("remote_id", pa.string(), lambda item, result: item.get("remote_id"), False),
     Column("input_tokens", pa.int64(), _token("input_tokens")),
     Column("output_tokens", pa.int64(), _token("output_tokens")),
@@ -222,7 +226,9 @@ KIND_COLUMNS: dict[str, frozenset[str]] = {
     "responses": frozenset(_TEXT | {"cached_tokens", "reasoning_tokens"}),
     "messages": frozenset(_TEXT | {"cached_tokens"}),
     "generate_content": frozenset(_TEXT | {"cached_tokens", "reasoning_tokens", "media_paths"}),
-    "image": frozenset({"model", "finish_reason", "media_paths", "input_tokens", "output_tokens", "usage"}),
+    "image": frozenset(
+        {"model", "finish_reason", "media_paths", "image", "input_tokens", "output_tokens", "usage"}
+    ),
     "video": frozenset({"model", "media_paths", "remote_id"}),
     "video_v1": frozenset({"model", "media_paths", "media_urls", "task_data", "remote_id"}),
     "judgment": frozenset({"model", "input_tokens", "output_tokens", "usage"}),
