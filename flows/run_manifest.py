@@ -26,6 +26,8 @@ from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items
 
+from relaybatch.costs.report import run_spend_figures
+from relaybatch.costs.terminal import spend_summary
 from relaybatch.run import PlannedRun, RunPaths, Shard, spend_lines
 from relaybatch.run import run_paths as paths_of_run
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
@@ -81,6 +83,7 @@ async def execute_and_report(
     results = export_outputs(paths)
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
+    notes.append(f"spend: {spend_summary(run_spend_figures(paths.root))}")
     await publish_summary(
         label, [paths.checkpoint], result.counts, spend_lines([paths.checkpoint]), outputs, notes
     )

@@ -14,20 +14,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
 from relaybatch.costs.budget import Budget
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
-from relaybatch.costs.ledger import CostStore, LedgerRow, build_row, write_ledger
+from relaybatch.costs.ledger import (
+    CHARGED,
+    OUTCOME_UNKNOWN,
+    RESERVED,
+    UNKNOWN,
+    CostStore,
+    LedgerRow,
+    budget_amount,
+    build_row,
+    write_ledger,
+)
 from relaybatch.costs.price import CallCost, price_call
 from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
 from relaybatch.engine.spend import SpendFigures
+
+IN_FLIGHT = "in flight"
 
 
 class Call(Protocol):
@@ -71,6 +83,7 @@ class RunSpendGuard:
         self.providers = dict(providers or {})
         self._started: dict[str, tuple[float, Decimal | None]] = {}
         self._queued: list[LedgerRow] = []
+        self._released: list[str] = []  # ids of reservation rows already stored, to drop
         self._lock = threading.Lock()
         self._stop: str | None = None
         self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
@@ -78,14 +91,18 @@ class RunSpendGuard:
     # -- the engine's seam ------------------------------------------------------------------
 
     def reserve(self, call: Call) -> bool:
+        """Admit the call under the budget and queue its reservation row (durable with the next
+        commit, which the engine makes before it marks the item sending and sends it)."""
         worst = worst_case_usd(call.kind, call.request, self._prices(call))
         refusal = self.budget.reserve(call.key, call.job, worst)
         if refusal is not None:
             with self._lock:
                 self._stop = self._stop or refusal.message(f"{call.job}/{call.item_id}")
             return False
+        reservation = self._row(call, None, UsageCounts(), CallCost((), "base", (IN_FLIGHT,)), worst)
         with self._lock:
             self._started[call.key] = (time.monotonic(), worst)
+            self._queued.append(replace(reservation, outcome=RESERVED))
         return True
 
     def settle(self, call: Call, result: dict[str, Any] | None) -> Decimal | None:
@@ -93,9 +110,68 @@ class RunSpendGuard:
         with self._lock:
             started, worst = self._started.pop(call.key, (None, None))
         latency = None if started is None else time.monotonic() - started
+        usage, cost = self._cost(call, result, self._prices(call))
+        row = self._row(call, result, usage, cost, worst, latency)
+        with self._lock:
+            self._queued.append(row)
+        # What the budget counts: the charge, or when it is not known the worst case held for it.
+        counted = cost.usd if cost.usd is not None else max(cost.known_usd, worst or Decimal(0))
+        self.budget.settle(call.key, call.job, counted)
+        if result is None:
+            with self._lock:
+                self._unknown += counted
+        return cost.usd
+
+    def figures(self) -> SpendFigures:
+        """Where the run stands against its budget; the progress display shows it. Unknown counts
+        the worst case of every unknown outcome, this execution's and earlier ones'."""
+        with self._lock:
+            unknown = self._unknown
+        budget = self.budget
+        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit)
+
+    def commit(self) -> None:
+        """Make every reservation, charge and release so far durable (one transaction)."""
+        with self._lock:
+            rows, self._queued = self._queued, []
+            released, self._released = self._released, []
+        try:
+            self.store.record_many(rows, released)
+        except BaseException:
+            with self._lock:
+                self._queued[:0] = rows  # not stored: keep them for the next commit
+                self._released[:0] = released
+            raise
+
+    def release(self, call: Call) -> None:
+        """The call was not charged (or never sent): its reservation row goes with the next commit."""
+        row_id = f"{call.key}:{_call_label(call)}"
+        with self._lock:
+            self._started.pop(call.key, None)
+            queued = [row for row in self._queued if row.outcome == RESERVED and row.item_key == call.key]
+            for row in queued:
+                self._queued.remove(row)
+            if not queued:
+                self._released.append(row_id)
+        self.budget.release(call.key)
+
+    def stop_message(self) -> str:
+        with self._lock:
+            return self._stop or "budget reached"
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _row(
+        self,
+        call: Call,
+        result: dict[str, Any] | None,
+        usage: UsageCounts,
+        cost: CallCost,
+        worst: Decimal | None,
+        latency: float | None = None,
+    ) -> LedgerRow:
         prices = self._prices(call)
-        usage, cost = self._cost(call, result, prices)
-        row = build_row(
+        return build_row(
             run=self.run,
             job=call.job,
             item_id=call.item_id,
@@ -108,48 +184,9 @@ class RunSpendGuard:
             remote_id=_remote_id(result),
             latency_seconds=latency,
             reserved_usd=worst,
-            outcome="charged" if result is not None else "unknown",
-            # Each billed attempt is its own row: a resent call may have been charged twice.
-            call=f"attempt-{call.attempt}",
+            outcome=CHARGED if result is not None else UNKNOWN,
+            call=_call_label(call),
         )
-        with self._lock:
-            self._queued.append(row)
-        # What the budget counts: the charge, or when it is not known the worst case held for it.
-        counted = cost.usd if cost.usd is not None else max(cost.known_usd, worst or Decimal(0))
-        self.budget.settle(call.key, call.job, counted)
-        if result is None:
-            with self._lock:
-                self._unknown += counted
-        return cost.usd
-
-    def figures(self) -> SpendFigures:
-        """Where the run stands against its budget; the progress display shows it."""
-        with self._lock:
-            unknown = self._unknown
-        budget = self.budget
-        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit)
-
-    def commit(self) -> None:
-        """Make every charge settled so far durable (one transaction)."""
-        with self._lock:
-            rows, self._queued = self._queued, []
-        try:
-            self.store.record_many(rows)
-        except BaseException:
-            with self._lock:
-                self._queued[:0] = rows  # not stored: keep them for the next commit
-            raise
-
-    def release(self, call: Call) -> None:
-        with self._lock:
-            self._started.pop(call.key, None)
-        self.budget.release(call.key)
-
-    def stop_message(self) -> str:
-        with self._lock:
-            return self._stop or "budget reached"
-
-    # -- helpers ----------------------------------------------------------------------------
 
     def _prices(self, call: Call) -> Any:
         return prices_for(call.kind, call.request, self.prices, self.providers.get(call.job))
@@ -157,7 +194,7 @@ class RunSpendGuard:
     def _cost(self, call: Call, result: dict[str, Any] | None, prices: Any) -> tuple[UsageCounts, CallCost]:
         if result is None:
             # Charged or not, nobody knows what: nothing to price. The row says so.
-            return UsageCounts(), CallCost((), "base", ("outcome unknown",))
+            return UsageCounts(), CallCost((), "base", (OUTCOME_UNKNOWN,))
         try:
             usage = usage_for_call(call.kind, call.request, result)
         except UsageError as error:
@@ -169,11 +206,22 @@ class RunSpendGuard:
         return write_ledger(self.store, self.store.path.parent / LEDGER_NAME)
 
     def close(self) -> None:
-        """Commit what is queued, export the ledger Parquet and close the cost store."""
+        """Commit what is queued, export the ledger Parquet and close the cost store.
+
+        A reservation still open now belongs to a call whose answer never came (the execution was
+        cancelled with it in flight): it becomes an unknown outcome at its worst case.
+        """
         try:
+            self.commit()
+            self.store.reservations_to_unknown()
             self.write_ledger()
         finally:
             self.store.close()
+
+
+def _call_label(call: Call) -> str:
+    """Each billed attempt is its own row: a resent call may have been charged twice."""
+    return f"attempt-{call.attempt}"
 
 
 def _remote_id(result: Mapping[str, Any] | None) -> str | None:
@@ -211,13 +259,18 @@ async def open_spend_guard(
             prices = await book.load(model, provider, job=job)
             if prices is not None and not known:
                 store.save_prices(prices, provider)
+        # Calls an earlier execution left in flight (a crash, a kill): each may have been billed.
+        store.reservations_to_unknown()
         spent, spent_by_job = store.spent()
         budgets = budgets or Budgets()
         budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job)
+        unknown = sum((budget_amount(row) for row in store.unknown_outcomes()), Decimal(0))
     except BaseException:
         store.close()
         raise
-    return RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
+    guard = RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
+    guard._unknown = unknown
+    return guard
 
 
 async def _fetch(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:

@@ -29,6 +29,8 @@ from relaybatch.costs.usage import UsageCounts
 from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
 
 MONEY = pa.decimal128(38, 18)
+CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not charged"
+OUTCOME_UNKNOWN = "outcome unknown"
 EXPORT_BATCH_ROWS = 10_000
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
@@ -53,7 +55,10 @@ class LedgerRow:
     latency_seconds: float | None = None  # a duration for the dashboard, not money
     call: str = "create"  # which billed request of the item: the guard writes "attempt-N"
     reserved_usd: Decimal | None = None  # the worst case the budget held for the call
-    outcome: str = "charged"  # or "unknown": sent, no answer; it may or may not have been charged
+    # "charged"; "reserved": admitted by the budget, about to be sent or in flight (durable before
+    # the send, so a crash cannot forget it); "unknown": sent with no answer recorded (crash,
+    # dropped connection, timeout), counted at its worst case until resolved.
+    outcome: str = CHARGED
 
     @property
     def usd(self) -> Decimal | None:
@@ -138,9 +143,15 @@ def flat_record(row: LedgerRow) -> dict[str, Any]:
 
 
 def budget_amount(record: Mapping[str, Any]) -> Decimal:
+    """What the budget counts for a row: its cost, or when that is not known its worst case."""
     if record["usd"] is not None:
         return Decimal(record["usd"])
     return max(Decimal(record["known_usd"]), Decimal(record["reserved_usd"] or 0))
+
+
+def known_amount(record: Mapping[str, Any]) -> Decimal:
+    """The part of a row's cost that is known (its whole cost when it is priced)."""
+    return Decimal(record["usd"] if record["usd"] is not None else record["known_usd"])
 
 
 def ledger_schema() -> pa.Schema:
@@ -213,16 +224,59 @@ class CostStore:
         """Store one settled charge (committed on return); settling the same call twice keeps one row."""
         self.record_many([row])
 
-    def record_many(self, rows: Sequence[LedgerRow]) -> None:
-        """Store settled charges in one transaction (committed on return; all or none)."""
-        if not rows:
+    def record_many(self, rows: Sequence[LedgerRow], released: Sequence[str] = ()) -> None:
+        """Store rows (reservations and charges) and drop released reservations (row ids), in one
+        transaction (committed on return; all or none). A row replaces the one with its id."""
+        if not rows and not released:
             return
         values = [[record[name] for name in _COLUMN_NAMES] for record in map(flat_record, rows)]
         with transaction(self.db.conn):
-            if bind_one_by_one(values):
+            if released:
+                self.db.conn.executemany(
+                    "delete from charges where id = ? and outcome = ?", [(key, RESERVED) for key in released]
+                )
+            if not values:
+                pass
+            elif bind_one_by_one(values):
                 self.db.conn.executemany(_UPSERT_SQL, values)
             else:
                 self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [json.dumps(values)])
+
+    def reservations_to_unknown(self) -> int:
+        """Reservations an earlier execution left (it ended, or died, with those calls in flight)
+        become unknown outcomes: each may have been billed, so each keeps its worst case."""
+        with transaction(self.db.conn):
+            cursor = self.db.conn.execute(
+                "update charges set outcome = ?, unknown_prices = ?, priced = 0 where outcome = ?",
+                [UNKNOWN, OUTCOME_UNKNOWN, RESERVED],
+            )
+        return cursor.rowcount
+
+    def unknown_outcomes(self) -> list[dict[str, Any]]:
+        """Rows whose outcome is unknown, oldest first (a person or a later poll may resolve them)."""
+        cursor = self.db.conn.execute(
+            "select * from charges where outcome in (?, ?) order by charged_at, id", [UNKNOWN, RESERVED]
+        )
+        names = [description[0] for description in cursor.description]
+        return [dict(zip(names, values, strict=True)) for values in cursor]
+
+    def resolve(self, row_id: str, charged_usd: Decimal | None) -> bool:
+        """Settle an unknown outcome: charged ``charged_usd`` (as the gateway's bill shows), or not
+        charged at all (None). False when no unknown row has that id."""
+        with transaction(self.db.conn):
+            if charged_usd is None:
+                cursor = self.db.conn.execute(
+                    "update charges set outcome = ?, usd = '0', known_usd = '0', unknown_prices = null, "
+                    "priced = 1 where id = ? and outcome = ?",
+                    [NOT_CHARGED, row_id, UNKNOWN],
+                )
+            else:
+                cursor = self.db.conn.execute(
+                    "update charges set outcome = ?, usd = ?, known_usd = ?, unknown_prices = null, "
+                    "priced = 1 where id = ? and outcome = ?",
+                    [CHARGED, str(charged_usd), str(charged_usd), row_id, UNKNOWN],
+                )
+        return cursor.rowcount > 0
 
     def records(self) -> Iterator[dict[str, Any]]:
         cursor = self.db.conn.execute("select * from charges order by charged_at, id")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from relaybatch.costs.ledger import NOT_CHARGED
+
 CENT = Decimal("0.01")
 WEB_SEARCH_LABEL = "web search"
 WEB_SEARCH_ROUTE_PREFIX = "/v1/websearch/"
@@ -69,7 +71,10 @@ def reconcile(
         label, usd = charge
         return label, usd if per_call_quantum is None else usd.quantize(per_call_quantum)
 
-    ours = [ledger_charge(row) for row in rows if row["usd"] is not None]
+    # A call resolved as never charged has its row (the audit trail) but no charge to match.
+    ours = [
+        ledger_charge(row) for row in rows if row["usd"] is not None and row.get("outcome") != NOT_CHARGED
+    ]
     theirs = [gateway_charge(entry) for entry in charges]
     ours_calls, theirs_calls = Counter(map(key, ours)), Counter(map(key, theirs))
     return Reconciliation(

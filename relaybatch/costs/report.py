@@ -18,7 +18,14 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.ledger import CostStore, write_ledger
+from relaybatch.costs.ledger import (
+    RESERVED,
+    UNKNOWN,
+    CostStore,
+    budget_amount,
+    known_amount,
+    write_ledger,
+)
 from relaybatch.errors import UserError
 
 COST_STORE_NAME = "costs.sqlite"
@@ -40,6 +47,11 @@ class SpendLine:
     calls: int
     usd: Decimal  # known spend; calls with an unknown price add what is known
     unknown_calls: int
+    unknown_usd: Decimal = Decimal(0)  # worst case still held for calls of unknown cost or outcome
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.usd + self.unknown_usd
 
 
 @dataclass(frozen=True)
@@ -63,13 +75,17 @@ MAX_TIME_POINTS = 600
 @dataclass
 class Totals:
     calls: int = 0
-    usd: Decimal = Decimal(0)
+    usd: Decimal = Decimal(0)  # known
     unknown_calls: int = 0
+    unknown_usd: Decimal = Decimal(0)  # worst case beyond what is known, of calls of unknown cost
+    unknown_outcomes: int = 0  # calls sent with no answer recorded
 
-    def add(self, usd: Decimal, priced: bool) -> None:
+    def add(self, usd: Decimal, priced: bool, unknown_usd: Decimal = Decimal(0), outcome: str = "") -> None:
         self.calls += 1
         self.usd += usd
         self.unknown_calls += 0 if priced else 1
+        self.unknown_usd += unknown_usd
+        self.unknown_outcomes += 1 if outcome in (UNKNOWN, RESERVED) else 0
 
 
 @dataclass(frozen=True)
@@ -80,8 +96,23 @@ class RunSpend:
     activity: Activity = field(default_factory=Activity)
 
     @property
-    def total_usd(self) -> Decimal:
+    def known_usd(self) -> Decimal:
+        """Spend whose amount is known (a call of unknown price adds its priced part)."""
         return sum((totals.usd for totals in self.groups.values()), Decimal(0))
+
+    @property
+    def unknown_usd(self) -> Decimal:
+        """The worst case still held for calls whose cost or outcome is unknown, beyond what is known."""
+        return sum((totals.unknown_usd for totals in self.groups.values()), Decimal(0))
+
+    @property
+    def total_usd(self) -> Decimal:
+        """Known + unknown (worst case): what the budget counts as spent."""
+        return self.known_usd + self.unknown_usd
+
+    @property
+    def unknown_outcomes(self) -> int:
+        return sum(totals.unknown_outcomes for totals in self.groups.values())
 
     @property
     def calls(self) -> int:
@@ -99,7 +130,11 @@ class RunSpend:
             line.calls += totals.calls
             line.usd += totals.usd
             line.unknown_calls += totals.unknown_calls
-        return [SpendLine(key, t.calls, t.usd, t.unknown_calls) for key, t in sorted(merged.items())]
+            line.unknown_usd += totals.unknown_usd
+        return [
+            SpendLine(key, t.calls, t.usd, t.unknown_calls, t.unknown_usd)
+            for key, t in sorted(merged.items())
+        ]
 
     def over_time(self) -> list[tuple[str, Decimal]]:
         """Cumulative spend at the end of each minute with a charge (at most MAX_TIME_POINTS points)."""
@@ -114,15 +149,12 @@ class RunSpend:
         return kept if kept[-1] == points[-1] else [*kept, points[-1]]
 
     def add(self, record: Mapping[str, Any]) -> None:
-        usd = record_usd(record)
+        usd = known_amount(record)
+        unknown = budget_amount(record) - usd
         key = tuple(str(record.get(column) or "-") for column in GROUP_COLUMNS)
-        self.groups.setdefault(key, Totals()).add(usd, bool(record["priced"]))
+        self.groups.setdefault(key, Totals()).add(usd, bool(record["priced"]), unknown, record["outcome"])
         minute = str(record["charged_at"])[:16]
-        self.per_minute[minute] = self.per_minute.get(minute, Decimal(0)) + usd
-
-
-def record_usd(record: Mapping[str, Any]) -> Decimal:
-    return Decimal(record["usd"] if record["usd"] is not None else record["known_usd"])
+        self.per_minute[minute] = self.per_minute.get(minute, Decimal(0)) + usd + unknown
 
 
 def run_folders(runs_dir: Path, names: Sequence[str]) -> list[Path]:
@@ -139,7 +171,19 @@ def run_folders(runs_dir: Path, names: Sequence[str]) -> list[Path]:
     return sorted(folder for folder in runs_dir.iterdir() if any((folder / name).exists() for name in stores))
 
 
-REPORT_COLUMNS = ("run", "job", "model", "provider", "kind", "charged_at", "usd", "known_usd", "priced")
+REPORT_COLUMNS = (
+    "run",
+    "job",
+    "model",
+    "provider",
+    "kind",
+    "charged_at",
+    "usd",
+    "known_usd",
+    "reserved_usd",
+    "priced",
+    "outcome",
+)
 
 
 def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None) -> None:
@@ -233,3 +277,11 @@ def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) 
         add_ledger(spend, folder, since)
     events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
     return RunSpend(spend.runs, spend.groups, spend.per_minute, activity_from_events(events, since))
+
+
+def run_spend_figures(run_dir: Path) -> RunSpend:
+    """A run's spend from its cost stores alone (shards included): known, unknown, total."""
+    spend = RunSpend([run_dir.name])
+    for folder in store_folders(run_dir):
+        add_ledger(spend, folder)
+    return spend

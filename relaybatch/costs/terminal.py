@@ -28,16 +28,37 @@ def parse_since(value: str | None) -> date | None:
 
 
 def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
-    numbers = ("calls", "USD", "unknown price")
+    numbers = ("calls", "known USD", "unknown USD (worst case)", "total USD", "unknown cost")
     lines = table(*columns, *numbers, title=f"Spend by {title}", whole=numbers)
     for line in spend.by(*columns):
-        lines.add_row(*line.key, str(line.calls), display_usd(line.usd), str(line.unknown_calls or ""))
+        lines.add_row(
+            *line.key,
+            str(line.calls),
+            display_usd(line.usd),
+            display_usd(line.unknown_usd),
+            display_usd(line.total_usd),
+            str(line.unknown_calls or ""),
+        )
     lines.add_section()
-    unknown = str(spend.unknown_calls or "")
     lines.add_row(
-        "total", *[""] * (len(columns) - 1), str(spend.calls), display_usd(spend.total_usd), unknown
+        "total",
+        *[""] * (len(columns) - 1),
+        str(spend.calls),
+        display_usd(spend.known_usd),
+        display_usd(spend.unknown_usd),
+        display_usd(spend.total_usd),
+        str(spend.unknown_calls or ""),
     )
     return lines
+
+
+def spend_summary(spend: RunSpend) -> str:  # also the Prefect run summary's spend line
+    """Known spend, unknown outcomes at their worst case, and the total, as one line."""
+    return (
+        f"known {display_usd(spend.known_usd)}; unknown (worst case) {display_usd(spend.unknown_usd)} "
+        f"for {spend.unknown_outcomes} call(s) sent with no answer recorded; "
+        f"total {display_usd(spend.total_usd)}"
+    )
 
 
 def run_report(
@@ -48,10 +69,12 @@ def run_report(
     spend = load_spend(runs_dir, names, day)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
+    console.print(spend_summary(spend))
     if spend.unknown_calls:
         console.print(
-            f"{spend.unknown_calls} call(s) have an unknown price: their USD counts only the priced part "
-            "(see unknown_prices in ledger.parquet)"
+            f"{spend.unknown_calls} call(s) have an unknown cost (a missing price or an unknown outcome): "
+            "known USD counts only their priced part, unknown USD their worst case "
+            "(see outcome and unknown_prices in ledger.parquet)"
         )
     written = []
     for folder in run_folders(runs_dir, names):

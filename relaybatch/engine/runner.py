@@ -48,8 +48,10 @@ from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, Unex
 from relaybatch.gateway.retry import RetryPolicy, retry_delay
 
 Hook = Callable[[str, str], None]
-"""Called as hook(point, item_key) at each step; points: sending_committed, answered,
-result_committed, poll_sending, poll_answered, poll_committed. Tests raise from it to crash."""
+"""Called as hook(point, item_key) at each step; points, in order for a billed create: reserved
+(the budget admitted it), sending_committed (reservation and `sending` durable; the send follows),
+answered, settled (the charge priced and queued; durable with the next commit), result_committed;
+for polls: poll_sending, poll_answered, poll_committed. Tests raise from it, or kill, to crash."""
 
 # The display's refresh: well under a second, so the screen answers as soon as the run starts.
 REPORT_EVERY_SECONDS = 0.5
@@ -230,7 +232,13 @@ class Execution:
         if self.spend is not None and not self.spend.reserve(call):
             self.billing_stopped = self.billing_stopped or self.spend.stop_message()
             return
-        await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
+        self.hook("reserved", row.key)
+        try:
+            # The reservation is committed with (just before) this write: durable before the send.
+            await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
+        except BaseException:
+            self._release(call)  # never sent
+            raise
         self.hook("sending_committed", row.key)
         self.sent += 1
         started = time.monotonic()
@@ -325,6 +333,7 @@ class Execution:
         if self.spend is None:
             return None
         cost = self.spend.settle(call, result)
+        self.hook("settled", call.key)
         if cost is not None:
             self.spent += cost
             self.priced = True

@@ -171,10 +171,34 @@ async def test_release_gives_the_reservation_back(tmp_path: Path) -> None:
     assert not guard.reserve(second)
     assert "job job budget of 0.0006 USD" in guard.stop_message()
     assert "held for calls in flight" in guard.stop_message()
+    guard.commit()  # the first reservation is durable (as when the engine marks the item sending)
+    assert [row["outcome"] for row in CostStore(tmp_path / "costs.sqlite").records()] == ["reserved"]
     guard.release(first)
     assert guard.reserve(second)
+    guard.release(second)  # released before its reservation was ever committed
     guard.close()
     assert list(CostStore(tmp_path / "costs.sqlite").records()) == []
+
+
+async def test_a_reservation_left_by_a_crash_is_an_unknown_outcome_at_its_worst_case(tmp_path: Path) -> None:
+    client = FakePricingClient({"chat-model": CHAT})
+    budgets = Budgets(run_usd=D("1"))
+    guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
+    call = FakeCall("k1", "i1", "job", "chat", chat_request())
+    assert guard.reserve(call)
+    guard.commit()
+    worst = guard.budget.in_flight
+    guard.store.close()  # the process dies here: no settle, no release, no close
+
+    resumed = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
+    try:
+        (row,) = resumed.store.unknown_outcomes()
+        assert (row["outcome"], row["usd"], D(row["reserved_usd"])) == ("unknown", None, worst)
+        assert resumed.budget.spent == worst > 0  # counted as spent in this execution and later ones
+        assert resumed.store.resolve(row["id"], D("0.0001"))
+        assert resumed.store.spent()[0] == D("0.0001")
+    finally:
+        resumed.close()
 
 
 def test_price_book_keeps_one_price_per_model_and_provider() -> None:

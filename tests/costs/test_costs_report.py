@@ -157,3 +157,53 @@ def test_long_runs_stay_small_on_the_page() -> None:
     assert points[-1] == ("2026-11-21T23:59", D("28.80"))  # the last point is the exact total
     throughput, unit = coarsen([(minute, 1) for minute in per_minute])
     assert unit == "hour" and len(throughput) == 48 and throughput[0] == ("2026-11-20T00", 60)
+
+
+def test_unknown_outcomes_are_reported_apart_at_their_worst_case(tmp_path: Path) -> None:
+    from cost_builders import START
+
+    from relaybatch.costs.ledger import CostStore, build_row
+    from relaybatch.costs.price import CallCost
+    from relaybatch.costs.report import run_spend_figures
+    from relaybatch.costs.usage import UsageCounts
+
+    amounts = make_run(tmp_path)
+    store = CostStore(tmp_path / "demo" / "costs.sqlite")
+    try:
+        store.record(
+            build_row(
+                run="demo",
+                job="covers",
+                item_id="lost",
+                item_key="lost-key",
+                kind="video",
+                model="video-model",
+                provider=None,
+                usage=UsageCounts(),
+                cost=CallCost((), "base", ("outcome unknown",)),
+                charged_at=START,
+                reserved_usd=D("0.40"),
+                outcome="unknown",
+            )
+        )
+        assert store.spent()[0] == sum(amounts) + D("0.40")  # what the budget counts
+    finally:
+        store.close()
+
+    spend = run_spend_figures(tmp_path / "demo")
+    assert (spend.known_usd, spend.unknown_usd, spend.total_usd) == (
+        sum(amounts),
+        D("0.40"),
+        sum(amounts) + D("0.40"),
+    )
+    assert spend.unknown_outcomes == 1
+    covers = {line.key: line for line in spend.by("job")}[("covers",)]
+    assert (covers.usd, covers.unknown_usd, covers.total_usd) == (D("0.32"), D("0.40"), D("0.72"))
+
+    result = CliRunner().invoke(
+        app, ["report", "demo", "--runs-dir", str(tmp_path), "--dashboards-dir", str(tmp_path / "d")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "unknown (worst case) $0.400000 for 1 call(s) sent with no answer recorded" in " ".join(
+        result.output.split()
+    )
