@@ -169,18 +169,56 @@ def run(
 
 @app.command()
 @reports_user_errors
-def validate(manifest: ManifestArgument) -> None:
-    """Check a manifest without sending anything; list every problem with its location."""
+def validate(
+    manifest: ManifestArgument,
+    base_url: BaseUrlOption = None,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", help="Do not read the gateway's model catalog (model families go unchecked)."
+        ),
+    ] = False,
+) -> None:
+    """Check a manifest without sending anything billed; list every problem with its location."""
+    import asyncio
+
+    from relaybatch.connect import open_client
+    from relaybatch.gateway import RetryPolicy
     from relaybatch.manifests import open_manifest
+    from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
     validation = checked.validate()
+    if not offline and validation.routes:
+
+        async def families() -> str | None:
+            settings = Settings(base_url=base_url) if base_url else Settings()
+            # One try: the catalog is a nice-to-have here, and a gateway that is down should not
+            # hold a validation up through a run's worth of backoff.
+            async with open_client(settings, retry=RetryPolicy(max_attempts=1)) as client:
+                return await _check_families(validation, client)
+
+        note = asyncio.run(families())
+        if note:
+            typer.echo(f"note: {note}", err=True)
     validation.raise_if_invalid()
     counts = table("job", "kind", "model", "items", whole=("items",))
     for (job, kind, model), count in sorted(validation.counts.items()):
         counts.add_row(job, kind, model, str(count))
     console.print(f"{manifest}: valid, {validation.total} items in {len(checked.jobs)} jobs")
     console.print(counts)
+
+
+async def _check_families(validation: Any, client: Any) -> str | None:
+    """Add family mismatches from the gateway's catalog to `validation`; a note when it cannot be read."""
+    from relaybatch.gateway.errors import GatewayError
+    from relaybatch.manifests import check_routes
+
+    try:
+        await check_routes(validation, client)
+    except (GatewayError, UserError) as error:
+        return f"could not read the gateway's model catalog ({error}); model families were not checked"
+    return None
 
 
 @app.command()
@@ -199,11 +237,16 @@ def plan(
     from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
-    checked.validate().raise_if_invalid()
+    validation = checked.validate()
+    validation.raise_if_invalid()
     providers = {job.name: job.provider for job in checked.jobs if job.provider}
 
     async def priced() -> Plan:
         async with open_client(Settings(base_url=base_url) if base_url else Settings()) as client:
+            note = await _check_families(validation, client)
+            if note:
+                typer.echo(f"note: {note}", err=True)
+            validation.raise_if_invalid()  # a model of another family on a native route
             return await make_plan(checked.iter_items(), client, providers)
 
     result = asyncio.run(priced())

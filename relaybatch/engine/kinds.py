@@ -77,40 +77,43 @@ def _method(client: GatewayClient, name: str) -> Callable[..., Awaitable[Any]]:
     return method
 
 
-async def _streamable(method: Callable[..., Awaitable[Any]], *args: Any, stream: bool) -> Any:
-    """Pass ``stream`` only when asked: the answer is the same aggregated model either way."""
-    return await (method(*args, stream=True) if stream else method(*args))
+async def _streamable(method: Callable[..., Awaitable[Any]], *args: Any, options: dict[str, bool]) -> Any:
+    """Pass ``stream`` and ``converter`` only when asked: the answer is the same model either way."""
+    return await method(*args, **options)
 
 
-def _split_stream(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def _split_stream(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bool]]:
+    """The body to send, and the client options the request names: ``stream``, and ``via:
+    converter`` (docs/manifests.md, "Converter routes": call through the converter base)."""
     body = dict(request)
-    return body, bool(body.pop("stream", False))
+    options = {"stream": bool(body.pop("stream", False)), "converter": body.pop("via", None) == "converter"}
+    return body, {name: True for name, wanted in options.items() if wanted}
 
 
 async def submit_chat(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
-    body, stream = _split_stream(request)
-    answer = await _streamable(_method(client, "chat_completions"), body, stream=stream)
+    body, options = _split_stream(request)
+    answer = await _streamable(_method(client, "chat_completions"), body, options=options)
     return Finished(chat_result(as_dict(answer)))
 
 
 async def submit_responses(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
-    body, stream = _split_stream(request)
-    answer = await _streamable(_method(client, "responses"), body, stream=stream)
+    body, options = _split_stream(request)
+    answer = await _streamable(_method(client, "responses"), body, options=options)
     return Finished(responses_result(as_dict(answer)))
 
 
 async def submit_messages(client: GatewayClient, request: dict[str, Any], media: MediaFiles) -> Finished:
-    body, stream = _split_stream(request)
-    answer = await _streamable(_method(client, "messages"), body, stream=stream)
+    body, options = _split_stream(request)
+    answer = await _streamable(_method(client, "messages"), body, options=options)
     return Finished(messages_result(as_dict(answer)))
 
 
 async def submit_generate_content(
     client: GatewayClient, request: dict[str, Any], media: MediaFiles
 ) -> Finished:
-    body, stream = _split_stream(request)
+    body, options = _split_stream(request)
     model = body.pop("model")
-    answer = await _streamable(_method(client, "generate_content"), model, body, stream=stream)
+    answer = await _streamable(_method(client, "generate_content"), model, body, options=options)
     return Finished(generate_content_result(as_dict(answer), media))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from relaybatch.manifests.items import Item, Kind, canonical_json, item_key
-from relaybatch.manifests.manifest import Manifest, Validation, open_manifest
+from relaybatch.manifests.manifest import Manifest, Validation, check_routes, open_manifest
 from relaybatch.manifests.problems import ManifestInvalid, Problem
 from relaybatch.manifests.schema import RunSettings
 
@@ -22,6 +22,7 @@ __all__ = [
     "RunSettings",
     "Validation",
     "canonical_json",
+    "check_routes",
     "item_key",
     "load_items",
     "open_manifest",

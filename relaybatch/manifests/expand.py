@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from relaybatch.manifests.checks import check_request, coerce_numbers, normalize_seconds
+from relaybatch.manifests.converters import take_via
 from relaybatch.manifests.items import Item, Kind, canonical_json
 from relaybatch.manifests.limits import MAX_REQUEST_BYTES, megabytes
 from relaybatch.manifests.problems import Problem
@@ -34,6 +35,9 @@ class JobSource:
     budget_usd: Decimal | None = None
     provider: str | None = None
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
+    # Where the job names its one model (a YAML `model:` line), for problems with its route; None
+    # when rows name their own model, which is then located at its first row.
+    model_where: tuple[str, int] | None = None
     rows_readable: bool = True  # False when the up-front problems leave no rows to read (no data file)
     empty: Problem | None = None  # what to report when the job gives no item and no other problem
 
@@ -63,6 +67,7 @@ def finish_item(
 ) -> Expanded:
     """Coerce numeric text, run the kind's gateway checks, and build the item when all is well."""
     found = list(earlier or [])
+    found += take_via(kind, request)
     found += coerce_numbers(request)
     found += normalize_seconds(kind, request)
     found += _not_reported(found, _first_per_field(check_request(kind, request)))

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from relaybatch.errors import UserError
 from relaybatch.manifests.batch_format import batch_job, is_batch_file
+from relaybatch.manifests.converters import Route, catalog_families, family_problems, route_of
 from relaybatch.manifests.csv_manifest import table_job
 from relaybatch.manifests.duplicates import DuplicateFinder, Repeat, Where
 from relaybatch.manifests.expand import JobSource
@@ -40,6 +41,9 @@ class Validation:
 
     problems: list[Problem] = field(default_factory=list)
     counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    # Each text route (job, kind, model, converter or not) and where it is first named: the input of
+    # the family check that needs the gateway's catalog (check_routes).
+    routes: dict[Route, tuple[str, int]] = field(default_factory=dict)
     truncated: int = 0  # problems found beyond MAX_PROBLEMS
 
     @property
@@ -103,6 +107,9 @@ class Manifest:
                     result.add(problems, max_problems)
                     if item is not None:
                         result.counts[(item.job, item.kind, _model_of(item))] += 1
+                        route = route_of(item.job, item.kind, item.request)
+                        if route is not None and route not in result.routes:
+                            result.routes[route] = _route_where(job, item)
                         where = Where(job_index, number, _line_of(item))
                         keys.add(item.key, where, item.item_id)
                         ids.add(_id_key(item), where, item.item_id)
@@ -132,6 +139,18 @@ class Manifest:
 
     def _where(self, where: Where) -> str:
         return f"{self.jobs[where.job].file}:{where.line}"
+
+
+async def check_routes(validation: Validation, client: Any, max_problems: int = MAX_PROBLEMS) -> None:
+    """Add to `validation` each text job whose model the gateway's catalog puts in another family than
+    its route serves (one GET /v1/models, not billed); raise the client's error when it cannot be read."""
+    families = await catalog_families(client)
+    validation.add(family_problems(validation.routes, families), max_problems)
+
+
+def _route_where(job: JobSource, item: Item) -> tuple[str, int]:
+    """Where a route is named: the job's `model:` line in a YAML manifest, else the item's row."""
+    return job.model_where or (job.file, _line_of(item))
 
 
 def _line_of(item: Item) -> int:

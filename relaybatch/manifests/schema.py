@@ -51,6 +51,10 @@ class JobSpec(BaseModel):
     data: str | None = Field(default=None, description="CSV, JSONL or Parquet file, relative to the manifest")
     id: str | None = Field(default=None, description="template of the item id; default: the id column or row")
     carry: list[str] = Field(default_factory=list, description="input columns copied to the results")
+    via: Literal["native", "converter"] = Field(
+        default="native",
+        description="converter: call the model through the kind's converter base (a model of another family)",
+    )
     budget_usd: Decimal | None = Field(default=None, gt=0)
     provider: str | None = Field(
         default=None,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from relaybatch.manifests.build import CHAT_KINDS, place_inputs
+from relaybatch.manifests.converters import CONVERTER, FAMILY_OF_KIND, VIA_FIELD, no_converter
 from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
 from relaybatch.manifests.problems import Problem
@@ -53,9 +54,16 @@ class YamlJob:
             problems=problems,
             rows_readable=readable,
             empty=empty,
+            model_where=self._model_where(),
         )
 
     # --- where things are -------------------------------------------------------------------
+
+    def _model_where(self) -> tuple[str, int] | None:
+        line, _ = self._where("model")
+        if self.spec.model is None or "model" in self.spec.request or line is None:
+            return None
+        return str(self.manifest), line
 
     def _where(self, *path: int | str) -> tuple[int | None, str]:
         full = ("jobs", self.index, *path)
@@ -93,6 +101,8 @@ class YamlJob:
             problems.append(self._problem(str(error), *error.location))
             used = []
         self._needed = {column for _, column in used}
+        if self.spec.via == CONVERTER and self.spec.kind not in FAMILY_OF_KIND:
+            problems.append(self._problem(no_converter(self.spec.kind), "via"))
         if self.spec.kind not in CHAT_KINDS:
             if self.spec.image is not None:
                 message = f"kind {self.spec.kind} takes no image input; use generate_content to edit images"
@@ -147,6 +157,8 @@ class YamlJob:
         request: dict[str, Any] = fill(self.request_template, row.values)
         if spec.model is not None:
             request.setdefault("model", spec.model)
+        if spec.via == CONVERTER and spec.kind in FAMILY_OF_KIND:
+            request[VIA_FIELD] = CONVERTER
         text = render(spec.prompt, row.values) if spec.prompt is not None else None
         system = render(spec.system, row.values) if spec.system is not None and self._takes_system else None
         earlier += place_inputs(spec.kind, request, text, system, images)
