@@ -31,10 +31,10 @@ import httpx
 from machine_probe import probe
 from pydantic import SecretStr
 
-from relaybatch.costs import spend_guard_for_run
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
 from relaybatch.gateway import GatewayClient, aiohttp_transport
 from relaybatch.manifests import Item
+from relaybatch.run import RunPaths, open_run
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 TARGET_ITEMS_PER_SECOND = 1000
@@ -96,18 +96,19 @@ async def run(
 ) -> dict[str, float]:
     work = chat_items(items)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
-    store = CheckpointStore(folder / "checkpoint.sqlite")
+    paths = RunPaths(folder)
+    store = CheckpointStore(paths.checkpoint)
+    store.save_run(folder.name, {"concurrency": concurrency})
     store.add_items(work)
-    settings = EngineSettings(concurrency=concurrency)
     async with open_client(gateway, url) as client:
         if with_costs:
-            # As `relaybatch run` does: prices fetched, every call settled into the cost ledger
-            # (costs.sqlite), the ledger Parquet written when the guard closes.
-            async with spend_guard_for_run(store, client) as guard:
-                summary = await execute(store, client, settings=settings, spend=guard)
+            # As `relaybatch run` assembles it (relaybatch.run.open_run): prices fetched, every call
+            # settled into the cost ledger (costs.sqlite), the ledger Parquet written at the end.
+            async with open_run(paths, client=client) as assembled:
+                summary = await assembled.execute()
         else:
-            summary = await execute(store, client, settings=settings)
-    export_results(store, folder / "results")
+            summary = await execute(store, client, settings=EngineSettings(concurrency=concurrency))
+    export_results(store, paths.results)
     store.close()
     wall = time.perf_counter() - wall_start
     cpu = time.process_time() - cpu_start

@@ -5,7 +5,3 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Something the user must fix (bad input, missing setting); the message says what to do."""
-
-
-class RunStopped(UserError):
-    """The run stopped early but can be resumed (budget reached, balance exhausted, key rejected)."""

@@ -8,7 +8,6 @@ create answer, because the gateway bills video at creation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from relaybatch.costs.pricing import ModelPrices, PriceBook, judgment_prices, web_search_prices
@@ -105,7 +104,3 @@ def usage_for_call(kind: str, request: Mapping[str, Any], result: Mapping[str, A
     if kind == "web_search":
         return web_search_usage(succeeded=True)
     raise ValueError(f"no usage reader for kind {kind!r}")
-
-
-def quote_of(result: Mapping[str, Any]) -> Decimal | None:
-    return seconds_value(_remote(result).get("quote_usd"), None)

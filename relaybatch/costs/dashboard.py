@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 
 from relaybatch.costs.report import RunSpend, SpendLine, display_usd
+from relaybatch.files import write_text_atomically
 
 WIDTH, BAR_HEIGHT, LABEL_WIDTH, GAP = 640, 22, 220, 6
 PALETTE = ("#2f6fdf", "#1f9d74", "#d9822b", "#b04fc2", "#c23b4f", "#5a6b7d")
@@ -204,8 +205,4 @@ def render_dashboard(spend: RunSpend, title: str) -> str:
 
 
 def write_dashboard(spend: RunSpend, path: Path, title: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(render_dashboard(spend, title), encoding="utf-8")
-    temporary.replace(path)
-    return path
+    return write_text_atomically(path, render_dashboard(spend, title))

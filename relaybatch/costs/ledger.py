@@ -10,7 +10,6 @@ never float.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -26,6 +25,7 @@ import sqlite_utils
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
+from relaybatch.files import replaced_atomically
 from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
 
 MONEY = pa.decimal128(38, 18)
@@ -284,6 +284,15 @@ class CostStore:
         for values in cursor:
             yield dict(zip(names, values, strict=True))
 
+    def charges_since(self, columns: Sequence[str], since: str = "") -> Iterator[dict[str, Any]]:
+        """``columns`` of every charge made on or after ``since`` (an ISO date; "" for all)."""
+        unknown = set(columns) - set(_COLUMN_NAMES)
+        if unknown:
+            raise ValueError(f"no such ledger columns: {sorted(unknown)}")
+        sql = f"select {', '.join(columns)} from charges where charged_at >= ?"
+        for values in self.db.conn.execute(sql, [since]):
+            yield dict(zip(columns, values, strict=True))
+
     def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
         """USD the budget counts as spent, for the run and per job.
 
@@ -349,12 +358,9 @@ _UPSERT_FROM_JSON_SQL = (
 
 def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS) -> Path:
     """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     names = ", ".join(column.name for column in ledger_schema())
     cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
-    with pq.ParquetWriter(temporary, ledger_schema()) as writer:
+    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, ledger_schema()) as writer:
         while batch := cursor.fetchmany(batch_rows):
             writer.write_table(ledger_table(batch))
-    os.replace(temporary, path)
     return path

@@ -194,9 +194,7 @@ def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None) -> Non
     store = CostStore(path)
     try:
         write_ledger(store, run_dir / LEDGER_NAME)
-        sql = f"select {', '.join(REPORT_COLUMNS)} from charges where charged_at >= ?"
-        for values in store.db.conn.execute(sql, [since.isoformat() if since else ""]):
-            record = dict(zip(REPORT_COLUMNS, values, strict=True))
+        for record in store.charges_since(REPORT_COLUMNS, since.isoformat() if since else ""):
             record["day"] = str(record["charged_at"])[:10]
             spend.add(record)
     finally:

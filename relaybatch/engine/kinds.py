@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from relaybatch.engine.media import MediaFiles, extension_for, link_extension
+from relaybatch.engine.media import MediaFiles, link_extension
 from relaybatch.engine.normalize import (
     as_dict,
     chat_result,
@@ -26,7 +26,6 @@ from relaybatch.engine.normalize import (
     web_search_result,
 )
 from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.media import decode_base64_media
 
 
 class KindNotAvailable(Exception):
@@ -217,11 +216,9 @@ async def _task_files(
     (real gateways' links expire within hours). Returns the local paths and the links."""
     paths: list[str] = []
     for blob in _task_blobs(data):
-        try:
-            decoded = decode_base64_media(blob)
-        except ValueError:
-            continue
-        paths.append(media.write(len(paths), extension_for(decoded.media_type), decoded.data))
+        path = media.write_base64(len(paths), blob)
+        if path:
+            paths.append(path)
     links = _task_links(data)
     for link in links:
         expected = link_extension(link, data.get("mime_type") or data.get("content_type"), task.get("type"))

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from relaybatch.files import write_bytes_atomically
+from relaybatch.gateway.media import decode_base64_media
+
 if TYPE_CHECKING:
     from relaybatch.gateway import GatewayClient
 
@@ -61,11 +64,18 @@ class MediaFiles:
 
     def write(self, index: int, extension: str, content: bytes) -> str:
         """Write atomically (temporary name, then rename) and return the path relative to the run."""
-        path = self.path_for(index, extension)
-        temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        temporary.write_bytes(content)
-        os.replace(temporary, path)
-        return self.relative(path)
+        return self.relative(write_bytes_atomically(self.path_for(index, extension), content))
+
+    def write_base64(self, index: int, text: object, declared_type: str | None = None) -> str | None:
+        """Decode a base64 payload and write it, named by the type its bytes show (else the declared
+        one); None when it is not base64 text (nothing is written)."""
+        if not isinstance(text, str):
+            return None
+        try:
+            media = decode_base64_media(text, declared_type)
+        except ValueError:
+            return None
+        return self.write(index, extension_for(media.media_type), media.data)
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.run_dir).as_posix()

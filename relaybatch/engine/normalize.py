@@ -9,8 +9,6 @@ they mean in the ledger: docs/costs.md, "Usage"), and per kind ``media_paths``, 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
@@ -24,7 +22,7 @@ from relaybatch.costs.usage import (
     responses_usage,
     token_columns,
 )
-from relaybatch.engine.media import MediaFiles, extension_for
+from relaybatch.engine.media import MediaFiles
 
 
 def as_dict(answer: Any) -> dict[str, Any]:
@@ -111,9 +109,7 @@ def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[s
             texts.append(part["text"])
         inline = _get(part, "inlineData", "inline_data")
         if inline:
-            path = _save_base64(
-                media, len(paths), _get(inline, "data"), _get(inline, "mimeType", "mime_type")
-            )
+            path = media.write_base64(len(paths), _get(inline, "data"), _get(inline, "mimeType", "mime_type"))
             if path:
                 paths.append(path)
         call = _get(part, "functionCall", "function_call")
@@ -138,7 +134,7 @@ def image_result(
     fmt = answer.get("output_format") or output_format
     paths: list[str] = []
     for entry in answer.get("data") or []:
-        path = _save_base64(media, len(paths), entry.get("b64_json"), f"image/{fmt}")
+        path = media.write_base64(len(paths), entry.get("b64_json"), f"image/{fmt}")
         if path:
             paths.append(path)
     usage = answer.get("usage") or {}
@@ -212,14 +208,3 @@ def _json_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
-
-
-def _save_base64(media: MediaFiles, index: int, data: Any, mime_type: Any) -> str | None:
-    if not isinstance(data, str):
-        return None
-    try:
-        content = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    extension = extension_for(mime_type)
-    return media.write(index, extension, content)

@@ -14,7 +14,6 @@ decimal, timestamps are UTC timestamps.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,16 +33,15 @@ from relaybatch.engine.result_columns import (
     columns_for,
 )
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.files import replaced_atomically
 
 ROWS_PER_PART = 10_000
 
 
 def write_parquet_atomically(table: pa.Table, path: Path) -> None:
     """Write to a temporary name in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    pq.write_table(table, temporary)
-    os.replace(temporary, path)
+    with replaced_atomically(path) as temporary:
+        pq.write_table(table, temporary)
 
 
 def safe_file_name(job: str) -> str:
@@ -211,21 +209,15 @@ def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema)
 
 def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
     """Write one job's results file, part by part, under a temporary name; then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     layout = _layout(store, job)
     schema = layout.schema
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with pq.ParquetWriter(temporary, schema) as writer:
-            wrote = False
-            for part in _parts(store, job, layout, schema):
-                writer.write_batch(part)
-                wrote = True
-            if not wrote:
-                writer.write_table(schema.empty_table())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, schema) as writer:
+        wrote = False
+        for part in _parts(store, job, layout, schema):
+            writer.write_batch(part)
+            wrote = True
+        if not wrote:
+            writer.write_table(schema.empty_table())
     return path
 
 

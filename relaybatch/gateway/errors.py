@@ -215,14 +215,6 @@ def error_from_response(status: int, headers: Mapping[str, str], body: Any) -> A
     return cls(status, error_type, message, headers, body)
 
 
-def stream_error(
-    status: int, headers: Mapping[str, str], error_type: str | None, message: str
-) -> StreamError:
-    """The exception for an error event inside a streamed 200 answer."""
-    body = {"error": {"type": error_type, "message": message}}
-    return StreamError(status, error_type, message, headers, body)
-
-
 def _short(body: Any) -> str:
     text = body if isinstance(body, str) else repr(body)
     return text.strip()[:200] or "(empty body)"

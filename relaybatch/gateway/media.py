@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from relaybatch.files import replaced_atomically
 from relaybatch.gateway.generate_content_types import GenerateContentResponse
 from relaybatch.gateway.media_types import ImagesResponse
 
@@ -33,7 +33,8 @@ class MediaBytes:
 
     @property
     def extension(self) -> str:
-        return {"image/jpeg": "jpg", "audio/mpeg": "mp3"}.get(self.media_type, self.media_type.split("/")[-1])
+        known = {"image/jpeg": "jpg", "audio/mpeg": "mp3", "application/octet-stream": "bin"}
+        return known.get(self.media_type, self.media_type.split("/")[-1])
 
 
 @dataclass(frozen=True)
@@ -81,17 +82,11 @@ def inline_media(response: GenerateContentResponse) -> list[MediaBytes]:
 
 async def write_stream_to_file(chunks: AsyncIterator[bytes], path: Path) -> MediaFile:
     """Write chunks to ``path`` through a temporary name, so a failed download never looks complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
     size, head = 0, b""
-    try:
-        with open(partial, "wb") as handle:
-            async for chunk in chunks:
-                if len(head) < 16:
-                    head += chunk[: 16 - len(head)]
-                handle.write(chunk)
-                size += len(chunk)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+    with replaced_atomically(path) as partial, open(partial, "wb") as handle:
+        async for chunk in chunks:
+            if len(head) < 16:
+                head += chunk[: 16 - len(head)]
+            handle.write(chunk)
+            size += len(chunk)
     return MediaFile(path, sniff_media_type(head), size)

@@ -14,8 +14,8 @@ from typing import Any, cast, get_args
 from relaybatch.manifests.build import place_inputs
 from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, load_image
-from relaybatch.manifests.items import Item, Kind
-from relaybatch.manifests.problems import ManifestInvalid, Problem
+from relaybatch.manifests.items import Kind
+from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.sources import NestingTooDeep, Row, iter_rows, parse_json
 
 _SHAPING_COLUMNS = {"id", "kind", "prompt", "system", "image"}
@@ -81,16 +81,3 @@ def table_job(path: Path) -> JobSource:
         rows=lambda: iter_rows(path),
         to_item=lambda row: _row_to_item(row, job=job, file=file, base_dir=base_dir),
     )
-
-
-def load_csv_manifest(path: Path) -> list[Item]:
-    """Every item of a table shortcut file; raise ManifestInvalid listing every problem."""
-    items: list[Item] = []
-    problems: list[Problem] = []
-    for item, found in table_job(path).expand():
-        problems += found
-        if item is not None:
-            items.append(item)
-    if problems:
-        raise ManifestInvalid(problems)
-    return items

@@ -7,10 +7,9 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+from relaybatch.costs import UsageCounts, price_call
 from relaybatch.costs.ledger import CostStore, LedgerRow, build_row
-from relaybatch.costs.price import price_call
 from relaybatch.costs.pricing import judgment_prices, parse_pricing, web_search_prices
-from relaybatch.costs.usage import UsageCounts
 
 START = datetime.fromisoformat("2026-11-20T10:00:00+00:00")
 CHAT_PRICES = parse_pricing(

@@ -7,7 +7,7 @@ import random
 import threading
 from decimal import Decimal
 
-from relaybatch.costs.budget import Budget
+from relaybatch.costs import Budget
 
 D = Decimal
 

@@ -12,8 +12,8 @@ import pytest
 from cost_builders import fill_cost_store, write_checkpoint_events
 from PIL import Image
 
+from relaybatch.costs import load_spend
 from relaybatch.costs.dashboard import PALETTE, write_dashboard
-from relaybatch.costs.report import load_spend
 
 CHROMIUM_FLAGS = [
     "--headless",

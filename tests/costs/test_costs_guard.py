@@ -10,12 +10,17 @@ from typing import Any
 import pytest
 
 import relaybatch.costs
-from relaybatch.costs.guard import Budgets, open_spend_guard
-from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.pricing import PriceBook, PricingError, parse_pricing
-from relaybatch.costs.run import budgets_from_manifest
+from relaybatch.costs import (
+    Budgets,
+    CostStore,
+    PriceBook,
+    PricingError,
+    budgets_from_manifest,
+    open_spend_guard,
+    parse_pricing,
+)
 from relaybatch.costs.worst_case import DEFAULT_OUTPUT_TOKEN_CAP, request_bytes, worst_case_usd
-from relaybatch.gateway.errors import Conflict, NotFound, ServerError
+from relaybatch.gateway import Conflict, NotFound, ServerError
 
 D = Decimal
 CHAT = {

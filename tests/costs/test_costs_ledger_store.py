@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cost_builders import sample_rows
 
-from relaybatch.costs.ledger import CostStore
+from relaybatch.costs import CostStore
 
 
 def _records(path: Path) -> list[tuple[tuple[str, object, str], ...]]:

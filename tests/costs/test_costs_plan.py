@@ -18,10 +18,8 @@ from relaybatch.costs.plan import make_plan
 from relaybatch.costs.pricing import judgment_prices
 from relaybatch.costs.reconcile import WEB_SEARCH_LABEL, gateway_charge
 from relaybatch.emulator import create_app, load_config
-from relaybatch.engine import CheckpointStore, EngineSettings, execute
-from relaybatch.engine.poller import PollSettings
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
+from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.manifests import Item, load_items
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
@@ -181,7 +179,7 @@ class _Pricing:
         self.asked: list[str] = []
 
     async def get_pricing(self, model: str, provider: str | None = None) -> dict[str, Any]:
-        from relaybatch.gateway.errors import NotFound
+        from relaybatch.gateway import NotFound
 
         self.asked.append(model)
         if model not in self.prices:

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from relaybatch.costs.price import price_call
+from relaybatch.costs import price_call
 from relaybatch.costs.pricing import PricingError, judgment_prices, parse_pricing, web_search_prices
 from relaybatch.costs.usage import UsageCounts, video_usage
 

@@ -17,16 +17,20 @@ from PIL import Image
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from relaybatch.costs.guard import Budgets, RunSpendGuard, open_spend_guard
-from relaybatch.costs.pricing import PricingError
-from relaybatch.costs.reconcile import Reconciliation, reconcile
-from relaybatch.costs.report import load_spend
-from relaybatch.costs.run import spend_guard_for_run
+from relaybatch.costs import (
+    Budgets,
+    PricingError,
+    Reconciliation,
+    RunSpendGuard,
+    load_spend,
+    open_spend_guard,
+    reconcile,
+    spend_guard_for_run,
+)
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.text.synth import TOKENS_PER_TURN
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.manifests import Item
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
@@ -385,7 +389,7 @@ async def test_a_charge_is_durable_before_the_item_state_that_follows_from_it(
 ) -> None:
     """Ledger rows are queued by the guard and committed just before each checkpoint commit: when
     an item's `done` is committed, another connection already sees its charge."""
-    from relaybatch.costs.ledger import CostStore
+    from relaybatch.costs import CostStore
 
     store.add_items(chat_items(12))
     reader = CostStore(store.path.parent / "costs.sqlite")

@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 
 DEMO_KEY = "rb-demo-key"
 OTHER_KEY = "rb-standard-key"  # a second account, for "another account's id" checks

@@ -6,8 +6,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from relaybatch.emulator import create_app
-from relaybatch.emulator.config import EmulatorConfig
+from relaybatch.emulator import EmulatorConfig, create_app
 from relaybatch.emulator.serving import check_exposure, is_loopback
 from relaybatch.errors import UserError
 from tests.emulator.emulator_http import DEMO_KEY, bearer

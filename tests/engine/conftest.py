@@ -14,8 +14,7 @@ from starlette.applications import Starlette
 
 from relaybatch.emulator import create_app, load_config
 from relaybatch.engine import CheckpointStore
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 

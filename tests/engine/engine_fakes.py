@@ -6,8 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from relaybatch.engine import EngineSettings, PollSettings
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import GatewayClient, RetryPolicy
 
 
 class FakeClock:

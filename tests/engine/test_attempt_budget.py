@@ -13,7 +13,7 @@ from test_transitions import faults, path_of
 
 from relaybatch.emulator.config import FaultRule
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import RetryPolicy
 
 FAST_POLICY = RetryPolicy(base_delay=0.001, max_delay=0.01)
 SETTINGS = EngineSettings(concurrency=4, poll=PollSettings(initial_seconds=0.02, max_seconds=0.05))

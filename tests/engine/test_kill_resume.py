@@ -27,8 +27,7 @@ from pydantic import SecretStr
 
 from relaybatch.emulator.config import DEFAULT_CONFIG_PATH
 from relaybatch.engine import TERMINAL_STATES, CheckpointStore, execute
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 ITEMS = [chat(n) for n in range(60)] + [video(n) for n in range(6)] + [video_v1(n) for n in range(4)]

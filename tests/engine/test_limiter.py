@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from engine_fakes import FakeClock
 
-from relaybatch.engine.limiter import AdaptiveTokenBucket
+from relaybatch.engine import AdaptiveTokenBucket
 from relaybatch.gateway.retry import RetryPolicy, parse_duration, retry_delay
 
 

@@ -10,11 +10,7 @@ import pytest
 from gateway_support import ClientFactory
 from starlette.applications import Starlette
 
-from relaybatch.gateway import GatewayClient
-from relaybatch.gateway.chat_types import ChatCompletion
-from relaybatch.gateway.generate_content_types import GenerateContentResponse
-from relaybatch.gateway.messages_types import Message
-from relaybatch.gateway.responses_types import Response
+from relaybatch.gateway import ChatCompletion, GatewayClient, GenerateContentResponse, Message, Response
 
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 CHAT_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}

@@ -79,7 +79,7 @@ async def test_video_lifecycle_and_download(
         saved = await client.video_download(created.id, tmp_path / "clip.mp4")
     assert finished.status == "completed"
     assert saved.media_type == "video/mp4" and saved.size == (tmp_path / "clip.mp4").stat().st_size > 0
-    assert not list(tmp_path.glob("*.part"))
+    assert [path.name for path in tmp_path.iterdir()] == ["clip.mp4"]  # no temporary left behind
     assert limiter.acquires == ["submit", "poll", "other"]
 
 

@@ -34,7 +34,7 @@ from relaybatch.engine import (
     execute,
     export_results,
 )
-from relaybatch.gateway.retry import RetryPolicy
+from relaybatch.gateway import RetryPolicy
 from relaybatch.manifests import load_items, open_manifest
 from relaybatch.settings import Settings
 

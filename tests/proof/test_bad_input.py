@@ -25,7 +25,7 @@ from proof_served import Served, config_with, served_emulator
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.manifests.items import Kind
+from relaybatch.manifests import Kind
 
 KINDS = set(Kind.__args__)  # type: ignore[attr-defined]
 PROPERTY_SETTINGS = settings(

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
+from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.judgment.rules import confidence
-from relaybatch.emulator.state import EmulatorState
 from tests.emulator.emulator_http import EMPTY_KEY, RESTRICTED_KEY, bearer, charges
 
 ROUTE = "/v1/typedjudge"

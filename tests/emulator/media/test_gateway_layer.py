@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.emulator_http import bearer, charges
 
 LIMITED = "rb-limited-key"  # 6 requests per minute

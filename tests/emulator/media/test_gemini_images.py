@@ -10,7 +10,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.emulator_http import bearer
 
 MODEL = "relay-gemini-image"

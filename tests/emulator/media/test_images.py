@@ -11,7 +11,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.emulator_http import EMPTY_KEY, RESTRICTED_KEY, REVOKED_KEY, bearer, charges
 
 ROUTE = "/v1/images/generations"

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.codecs.mp4_checks import check_mp4
 from tests.emulator.emulator_http import EMPTY_KEY, OTHER_KEY, bearer, charges
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.codecs.mp4_checks import check_h264_samples, check_mp4
 from tests.emulator.emulator_http import EMPTY_KEY, OTHER_KEY, REVOKED_KEY, START, bearer, charges
 

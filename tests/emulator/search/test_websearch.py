@@ -7,7 +7,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from relaybatch.emulator.state import EmulatorState
+from relaybatch.emulator import EmulatorState
 from tests.emulator.emulator_http import EMPTY_KEY, REVOKED_KEY, AppFactory, bearer
 
 SEARCH_ROUTES = ("search", "simple-search", "search-news")

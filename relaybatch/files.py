@@ -1,0 +1,34 @@
+"""Files written whole: every file relaybatch writes (results, ledger, media, dashboards) appears
+under its final name complete or not at all, so a crash never leaves half a file that looks done."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """Yield a temporary name beside ``path`` to write to; on success it is renamed to ``path``
+    (``os.replace`` is atomic within one folder), on an error it is removed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_bytes_atomically(path: Path, content: bytes) -> Path:
+    with replaced_atomically(path) as temporary:
+        temporary.write_bytes(content)
+    return path
+
+
+def write_text_atomically(path: Path, text: str) -> Path:
+    with replaced_atomically(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return path
