@@ -65,6 +65,7 @@ EXPORTED: dict[str, list[str]] = {
         "IllegalTransition",
         "PENDING",
         "POLLING",
+        "PlainProgress",
         "PollSettings",
         "ProgressReporter",
         "REMOTE_STATES",
@@ -80,6 +81,7 @@ EXPORTED: dict[str, list[str]] = {
         "execute",
         "export_results",
         "mark_interrupted_sends",
+        "progress_for",
         "write_parquet_atomically",
     ],
     "relaybatch.gateway": [
