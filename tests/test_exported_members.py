@@ -154,6 +154,7 @@ EXPORTED: dict[str, list[str]] = {
         "RunSettings",
         "Validation",
         "canonical_json",
+        "check_routes",
         "item_key",
         "load_items",
         "open_manifest",
