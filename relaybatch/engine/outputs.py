@@ -13,6 +13,8 @@ decimal, timestamps are UTC timestamps.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
 from collections.abc import Iterator
@@ -207,11 +209,33 @@ def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema)
         yield batch.record_batch()
 
 
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector while batches are built, then restore it.
+
+    A batch holds tens of thousands of small decoded dicts and lists; the collector re-scans them
+    all every few hundred allocations, for nothing (they hold no cycles and are freed by reference
+    counting when the batch is written). Measured with benchmarks/export_throughput.py: a quarter to
+    a third of the export's CPU (chat 17-21 -> 15-16 microseconds per item; every kind 33-36 -> 25).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
     """Write one job's results file, part by part, under a temporary name; then rename it."""
     layout = _layout(store, job)
     schema = layout.schema
-    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, schema) as writer:
+    with (
+        _no_cycle_collection(),
+        replaced_atomically(path) as temporary,
+        pq.ParquetWriter(temporary, schema) as writer,
+    ):
         wrote = False
         for part in _parts(store, job, layout, schema):
             writer.write_batch(part)
