@@ -119,6 +119,7 @@ _ITEM_COLUMNS = [
     "attempts",
     "last_error",
     "cost_usd",
+    "submitted_at",
     "finished_at",
 ]
 

@@ -134,13 +134,17 @@ def _search_results(item: dict[str, Any], result: dict[str, Any]) -> Any:
     search = result.get("search") or {}
     hits = []
     for hit in search.get("results") or []:
-        contexts = hit.get("contexts") or []
+        if not isinstance(hit, dict):
+            continue
+        contexts = [
+            text.get("text") if isinstance(text, dict) else text for text in hit.get("contexts") or []
+        ]
         hits.append(
             {
                 "title": hit.get("title"),
                 "url": hit.get("url") or hit.get("link"),
                 "snippet": hit.get("snippet"),
-                "contexts": [text if isinstance(text, str) else text.get("text") for text in contexts],
+                "contexts": contexts,
             }
         )
     return hits
@@ -200,6 +204,8 @@ RESULT_COLUMNS = [
     Column("task_data", pa.string(), _task_data),
     Column("image", IMAGE_SETTINGS_TYPE, _result_key("image")),
     Column("remote_id", pa.string(), lambda item, result: item.get("remote_id"), False),
+    # When the billed create was answered; with finished_at, how long the remote work took.
+    Column("submitted_at", TIMESTAMP_TYPE, lambda item, result: item.get("submitted_at"), False),
     Column("input_tokens", pa.int64(), _token("input_tokens")),
     Column("output_tokens", pa.int64(), _token("output_tokens")),
     Column("cached_tokens", pa.int64(), _token("cached_tokens")),
@@ -216,7 +222,7 @@ RUN_COLUMNS = [
         False,
     ),
     Column("cost_usd", COST_TYPE, _cost, False),
-    # Written as text, cast to TIMESTAMP_TYPE per batch (outputs.py).
+    # Timestamps are read as text and cast to TIMESTAMP_TYPE per batch (outputs.py).
     Column("finished_at", TIMESTAMP_TYPE, lambda item, result: item.get("finished_at"), False),
 ]
 
@@ -229,8 +235,8 @@ KIND_COLUMNS: dict[str, frozenset[str]] = {
     "image": frozenset(
         {"model", "finish_reason", "media_paths", "image", "input_tokens", "output_tokens", "usage"}
     ),
-    "video": frozenset({"model", "media_paths", "remote_id"}),
-    "video_v1": frozenset({"model", "media_paths", "media_urls", "task_data", "remote_id"}),
+    "video": frozenset({"model", "media_paths", "remote_id", "submitted_at"}),
+    "video_v1": frozenset({"model", "media_paths", "media_urls", "task_data", "remote_id", "submitted_at"}),
     "judgment": frozenset({"model", "input_tokens", "output_tokens", "usage"}),
     "web_search": frozenset({"search_results"}),
     READER: frozenset({"output_text"}),

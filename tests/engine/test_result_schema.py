@@ -19,6 +19,7 @@ TEXT = pa.string()
 LIST_OF_TEXT = pa.list_(pa.string())
 PROBABILITIES = pa.map_(pa.string(), pa.float64())
 TOOL_CALLS = pa.list_(pa.struct([("id", TEXT), ("name", TEXT), ("arguments", TEXT)]))
+MOMENT = pa.timestamp("ms", tz="UTC")
 MODALITIES = pa.list_(pa.struct([("modality", TEXT), ("tokenCount", TOKENS)]))
 
 
@@ -32,7 +33,7 @@ TAIL = [
     ("attempts", pa.int64()),
     ("error", TEXT),
     ("cost_usd", pa.decimal128(38, 18)),
-    ("finished_at", pa.timestamp("ms", tz="UTC")),
+    ("finished_at", MOMENT),
 ]
 TEXT_ANSWER = [("model", TEXT), ("output_text", TEXT), ("tool_calls", TOOL_CALLS), ("finish_reason", TEXT)]
 
@@ -127,13 +128,14 @@ EXPECTED: dict[str, list[tuple[str, pa.DataType]]] = {
             ),
         ),
     ],
-    "video": [("model", TEXT), ("media_paths", LIST_OF_TEXT), ("remote_id", TEXT)],
+    "video": [("model", TEXT), ("media_paths", LIST_OF_TEXT), ("remote_id", TEXT), ("submitted_at", MOMENT)],
     "video_v1": [
         ("model", TEXT),
         ("media_paths", LIST_OF_TEXT),
         ("media_urls", LIST_OF_TEXT),
         ("task_data", TEXT),
         ("remote_id", TEXT),
+        ("submitted_at", MOMENT),
     ],
     "judgment": [
         ("model", TEXT),
@@ -224,6 +226,7 @@ async def test_values_of_the_typed_columns(exported: dict[str, pa.Table], store:
     [saved] = v1["media_paths"]
     assert (store.path.parent / saved).read_bytes()[4:8] == b"ftyp"
     assert v1["media_urls"] == [json.loads(v1["task_data"])["video_url"]]
+    assert v1["submitted_at"] <= v1["finished_at"]
 
 
 def test_a_job_of_several_kinds_gets_the_union_of_their_columns(
