@@ -12,6 +12,8 @@ from starlette.applications import Starlette
 from relaybatch.engine import CheckpointStore, execute, export_results
 from relaybatch.manifests import load_items
 
+# Null in these runs by what the emulator sends or by the run, not by construction.
+MAY_BE_EMPTY = {"cost_usd", "error", "cached_tokens", "reasoning_tokens"}
 MANIFESTS = sorted((Path(__file__).resolve().parents[2] / "configs" / "manifests").glob("*.*"))
 
 
@@ -45,7 +47,20 @@ async def test_example_manifest_runs_to_done_and_exports(
         assert failures == {}
         assert summary.counts == {"done": len(items)}
         paths = export_results(store, tmp_path / "results")
-        assert sum(pq.read_table(path).num_rows for path in paths) == len(items)
+        tables = [pq.read_table(path) for path in paths]
+        assert sum(table.num_rows for table in tables) == len(items)
+        for table in tables:
+            # No column is empty by construction (cost: no spend guard here; error: all done).
+            empty = [
+                name
+                for name in table.column_names
+                if table.column(name).null_count == table.num_rows and name not in MAY_BE_EMPTY
+            ]
+            assert empty == [], f"always-null columns {empty}"
+            for paths_of_row in (
+                table.column("media_paths").to_pylist() if "media_paths" in table.column_names else []
+            ):
+                assert all((tmp_path / path).stat().st_size > 0 for path in paths_of_row)
         creates = [
             n for (method, _, _), n in fast_app.state.emulator.requests.counts.items() if method == "POST"
         ]
