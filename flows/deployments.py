@@ -156,3 +156,37 @@ async def register_deployments(
         await deployment.aapply(work_pool_name=pool)
         registered.append(f"{FLOWS[spec.flow].name}/{spec.name}")
     return registered
+
+
+async def serve_deployments(deployments: list[RunnerDeployment], say: Any = print) -> None:
+    """Register the deployments and run their flow runs from this process until SIGINT/SIGTERM.
+
+    Prefect's own ``serve`` pauses every schedule on the way out, and its SIGINT path leaves
+    ``Runner.astop`` un-awaited; here one signal stops the runner cleanly (flow runs still going
+    are cancelled by the runner and end Cancelled after their own clean stop) and schedules stay
+    as they were, so stopping ``serve`` for a restart never silences a nightly run.
+    """
+    import asyncio
+    import signal
+
+    from prefect.runner import Runner
+
+    runner = Runner(pause_on_shutdown=False)
+    for deployment in deployments:
+        await runner.aadd_deployment(deployment)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    serving = asyncio.ensure_future(runner.start())
+    try:
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not serving.done():
+            say("stopping: cancelling flow runs in progress (each stops cleanly); schedules stay as they are")
+            await runner.astop()
+        await serving
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)

@@ -20,7 +20,8 @@ async def export_run(run_name: str, runs_dir: Path | None = None, shard: str | N
     paths = run_paths(runs_dir, run_name, part).require_existing()
     results = export_outputs(paths)
     await acreate_markdown_artifact(
-        "\n".join(f"- [{path.name}]({path.resolve().as_uri()})" for path in results) or "no results",
+        # Paths as text: a browser does not open file:// links from the UI's web page.
+        "\n".join(f"- `{path.resolve()}`" for path in results) or "no results",
         key=artifact_key("relaybatch", run_name, "outputs"),
         description=f"results of run {run_name}",
     )

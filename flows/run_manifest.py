@@ -4,44 +4,77 @@ plan -> execute (polls included) -> export -> report, each a coarse task; the en
 inside execute. While execute runs, a progress artifact follows the checkpoint store; at the end
 markdown and table artifacts summarise items, spend and outputs.
 
-Cancelling a deployment's flow run makes Prefect cancel the flow's coroutine: the execute step
-sets the engine's stop event (no new submissions; requests in flight finish and are
-checkpointed; with ``cancel_remote_on_cancel`` remote videos still running are cancelled too),
-the progress artifact gets its last update, and the ``on_cancellation`` hook logs how to resume. A crash
+Ctrl-C, SIGTERM and cancelling a deployment's flow run (its runner sends SIGTERM) stop the
+execute step cleanly (relaybatch/run/stopping.py: no new submissions; requests in flight finish
+and are checkpointed; with ``cancel_remote_on_cancel`` remote videos still running are cancelled
+too); the progress artifact gets its last update and the flow run ends Cancelled, and the
+``on_cancellation`` hook logs how to resume. A flow run started by a deployment prints one line
+when it starts and one when it ends (a worker or `relaybatch serve` shows them). A crash
 leaves the store as it was at the last committed transition; running the same manifest again
 resumes it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+import time
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.logging.loggers import flow_run_logger
-from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact
+from prefect.states import Cancelled
+from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact, read_progress
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items
 
 from relaybatch.costs.report import run_spend_figures
 from relaybatch.costs.terminal import spend_summary
-from relaybatch.run import PlannedRun, RunPaths, Shard, spend_lines
+from relaybatch.manifests import run_name_for
+from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, spend_lines
 from relaybatch.run import run_paths as paths_of_run
+from relaybatch.settings import Settings
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
+__all__ = ["RunOutcome", "resume_run", "run_manifest"]
 
-@dataclass(frozen=True)
-class RunOutcome:
-    run_dir: Path
-    added: int
-    counts: dict[str, int]
-    results: list[Path]
-    # Why the engine stopped early (budget reached, key refused...); None when it ran to the end.
-    stopped: str | None = None
-    spent_usd: Decimal | None = None
+
+def _paths_of(flow_run: FlowRun) -> RunPaths | None:
+    """The run folder a run-manifest or resume-run flow run works on, from its parameters."""
+    values = flow_run.parameters
+    manifest = values.get("manifest")
+    name = values.get("run_name") or (run_name_for(Path(manifest)) if manifest else None)
+    if not name:
+        return None
+    shard = values.get("shard")
+    runs_dir = values.get("runs_dir")
+    return run_paths(Path(runs_dir) if runs_dir else None, name, Shard.parse(shard) if shard else None)
+
+
+def _announce(text: str) -> None:
+    # A flow-run process's stdout is what a worker or `relaybatch serve` shows for it.
+    print(text, flush=True)
+
+
+def _announce_start(flow: Any, flow_run: FlowRun, state: State) -> None:
+    """One line when a deployment's flow run starts (`relaybatch run` prints its own lines)."""
+    if flow_run.deployment_id is None:
+        return
+    paths = _paths_of(flow_run)
+    _announce(f"flow run {flow_run.name}: started ({flow.name}, run folder {paths.root if paths else '?'})")
+
+
+def _announce_end(flow: Any, flow_run: FlowRun, state: State) -> None:
+    """One line when a deployment's flow run ends: its state, the items per state and the spend."""
+    if flow_run.deployment_id is None:
+        return
+    paths = _paths_of(flow_run)
+    detail = "no run folder"
+    if paths is not None and paths.checkpoint.exists():
+        view = read_progress(paths.checkpoint)
+        items = ", ".join(f"{name} {count}" for name, count in sorted(view.counts.items()))
+        detail = f"items: {items or 'none'}; spent {view.spent} USD"
+    _announce(f"flow run {flow_run.name}: {state.name.lower()} ({flow.name}); {detail}")
 
 
 def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
@@ -76,32 +109,52 @@ async def execute_and_report(
     progress_every: float,
     added: int,
     cancel_remote_on_cancel: bool,
-) -> RunOutcome:
-    """The part every run flow shares: execute with a progress artifact, export, summarise."""
-    async with progress_artifact(paths.checkpoint, progress_every):
+    timings: dict[str, float] | None = None,
+) -> RunOutcome | State[Any]:
+    """The part every run flow shares: execute with a progress artifact, export, summarise.
+
+    A run stopped by a signal (Ctrl-C, SIGTERM, a cancellation from the UI) ends Cancelled, with
+    the outcome as its data, so the UI tells it apart from a crash or a finished run.
+    """
+    timings = dict(timings or {})
+    started = time.monotonic()
+    async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit):
         result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
+    executed = time.monotonic()
     results = export_outputs(paths)
+    timings.update({"execute": executed - started, "export": time.monotonic() - executed})
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
     notes.append(f"spend: {spend_summary(run_spend_figures(paths.root))}")
+    # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
+    gateway = base_url or Settings().base_url
+    notes.append(f"gateway: {gateway or 'the embedded emulator'}")
     await publish_summary(
-        label, [paths.checkpoint], result.counts, spend_lines([paths.checkpoint]), outputs, notes
+        label, [paths.checkpoint], result.counts, spend_lines([paths.checkpoint]), outputs, notes, timings
     )
-    return RunOutcome(
+    outcome = RunOutcome(
         run_dir=paths.root,
         added=added,
         counts=result.counts,
         results=results,
         stopped=result.stopped,
         spent_usd=result.spent_usd,
+        interrupted=result.interrupted,
+        timings=timings,
     )
+    if result.interrupted:
+        return Cancelled(message=f"stopped by {result.interrupted}; run again to resume", data=outcome)
+    return outcome
 
 
 @flow(
     name="run-manifest",
     persist_result=False,
-    on_cancellation=[_log_resume_hint],
-    on_crashed=[_log_resume_hint],
+    on_running=[_announce_start],
+    on_completion=[_announce_end],
+    on_failure=[_announce_end],
+    on_cancellation=[_log_resume_hint, _announce_end],
+    on_crashed=[_log_resume_hint, _announce_end],
 )
 async def run_manifest(
     manifest: Path,
@@ -112,7 +165,7 @@ async def run_manifest(
     progress_every: float = DEFAULT_EVERY_SECONDS,
     cancel_remote_on_cancel: bool = False,
     planned: PlannedRun | None = None,
-) -> RunOutcome:
+) -> RunOutcome | State[Any]:
     """Run (or resume) a manifest, or one shard of it (``shard="1/2"``): done items are not sent again.
 
     ``planned``: the caller already planned the manifest into its store (the CLI does, before
@@ -120,8 +173,10 @@ async def run_manifest(
     """
     # The API key is never a flow parameter (Prefect stores those): settings read it from the
     # environment inside the process that sends requests.
+    started = time.monotonic()
     if planned is None:
         planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None)
+    timings = {"plan": time.monotonic() - started}
     return await execute_and_report(
         planned.label,
         planned.paths,
@@ -130,14 +185,18 @@ async def run_manifest(
         progress_every,
         planned.added,
         cancel_remote_on_cancel,
+        timings,
     )
 
 
 @flow(
     name="resume-run",
     persist_result=False,
-    on_cancellation=[_log_resume_hint],
-    on_crashed=[_log_resume_hint],
+    on_running=[_announce_start],
+    on_completion=[_announce_end],
+    on_failure=[_announce_end],
+    on_cancellation=[_log_resume_hint, _announce_end],
+    on_crashed=[_log_resume_hint, _announce_end],
 )
 async def resume_run(
     run_name: str,
@@ -147,7 +206,7 @@ async def resume_run(
     shared_limit_rpm: int | None = None,
     progress_every: float = DEFAULT_EVERY_SECONDS,
     cancel_remote_on_cancel: bool = False,
-) -> RunOutcome:
+) -> RunOutcome | State[Any]:
     """Finish an existing run from its checkpoint alone (the manifest is not read again)."""
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()

@@ -73,7 +73,8 @@ async def _in_process(
             for index in range(1, shards + 1)
         )
     )
-    return sum(outcome.added for outcome in outcomes)
+    # A shard stopped by a signal ends Cancelled; only finished shards' outcomes count here.
+    return sum(outcome.added for outcome in outcomes if isinstance(outcome, RunOutcome))
 
 
 @flow(name="run-sharded", persist_result=False)

@@ -102,6 +102,14 @@ def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
     return run_paths(runs_dir, run_name).require_existing()
 
 
+def _resume_command() -> str:
+    """The command line this process was started with: running it again resumes the run."""
+    import shlex
+    import sys
+
+    return shlex.join(["relaybatch", *sys.argv[1:]])
+
+
 @app.command()
 @reports_user_errors
 def run(
@@ -111,48 +119,52 @@ def run(
     shard: ShardOption = None,
     shared_limit_rpm: SharedLimitOption = None,
 ) -> None:
-    """Run a manifest, or resume its run: done items are never sent again."""
-    from relaybatch.run import Shard, plan_run
-    from relaybatch.settings import Settings
+    """Run a manifest, or resume its run: done items are never sent again.
 
-    # Something on the screen at once: validation, planning and Prefect's start take seconds before
-    # the engine's own progress display appears.
-    typer.echo(f"relaybatch run: checking {manifest}", err=True)
-    part = Shard.parse(shard) if shard is not None else None
-    Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* settings fail first
-    _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
+    With no Prefect server configured (PREFECT_API_URL unset) the run happens in this process
+    without Prefect; with one, it is a run-manifest flow run on that server. Ctrl-C or SIGTERM
+    stops cleanly (exit 130) and prints the command that resumes.
+    """
     import asyncio
 
-    from relaybatch.shared_limit import SharedLimit, SharedLimitSettings, prefect_server_configured
+    from relaybatch.prefect_server import configured_api_url
+    from relaybatch.run import RunOutcome, Shard, plan_run, run_locally
+    from relaybatch.settings import Settings
+    from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
+    # Something on the screen at once: validation and planning take a moment on a big manifest.
+    typer.echo(f"relaybatch run: checking {manifest}", err=True)
+    part = Shard.parse(shard) if shard is not None else None
+    settings = Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* fail first
+    server = configured_api_url()
     rpm = shared_limit_rpm if shared_limit_rpm is not None else SharedLimitSettings().rpm
     if rpm is not None:
-        SharedLimit(rpm=rpm)  # sizes checked before any Prefect server starts
-        if not prefect_server_configured():
+        SharedLimit(rpm=rpm)  # sizes checked before anything is sent
+        if server is None:
             raise UserError(
                 "a shared limit needs a Prefect server: set PREFECT_API_URL "
                 "(e.g. http://127.0.0.1:4200/api after `prefect server start`), or drop the shared limit"
             )
 
-    # Planned here, before Prefect starts: the manifest is opened once, bad input fails fast and
-    # cleanly, and nothing is written unless every row is valid.
+    # Planned first: the manifest is opened once, bad input fails fast and cleanly, and nothing is
+    # written unless every row is valid.
     planned = plan_run(manifest, runs_dir, part)
-
-    from relaybatch.flows import run_manifest
-
-    typer.echo(
-        "relaybatch run: manifest valid; starting the Prefect flow (a cold start takes seconds)", err=True
-    )
-    outcome = asyncio.run(
-        run_manifest(
+    outcome: RunOutcome
+    if server is None:
+        # No server: the same steps without Prefect (no temporary server, no Prefect import).
+        outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
+    else:
+        typer.echo(f"relaybatch run: manifest valid; reporting to the Prefect server at {server}", err=True)
+        outcome = _run_as_flow_run(
             manifest,
             runs_dir=runs_dir,
-            base_url=base_url,
+            # The gateway as resolved, so the flow run's parameters show it even when it came
+            # from RELAYBATCH_BASE_URL (None: the embedded emulator).
+            base_url=settings.base_url,
             shard=shard,
             shared_limit_rpm=shared_limit_rpm,
             planned=planned,
         )
-    )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
     console.print(f"run folder: {outcome.run_dir}")
     console.print(f"items: {counts} ({outcome.added} new)")
@@ -161,10 +173,35 @@ def run(
     ledger = RunPaths(outcome.run_dir).ledger
     if ledger.exists():
         console.print(f"cost ledger: {ledger}")
+    if outcome.interrupted:
+        typer.echo(f"stopped by {outcome.interrupted}: {outcome.stopped}", err=True)
+        typer.echo(f"resume with: {_resume_command()}", err=True)
+        raise typer.Exit(130)
     if outcome.stopped:
         # The run is resumable: the same command picks up where it stopped.
         typer.echo(f"stopped: {outcome.stopped}", err=True)
+        typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(1)
+
+
+def _run_as_flow_run(manifest: Path, **parameters: Any) -> Any:
+    """The run-manifest flow, reported to the configured Prefect server; its outcome also when the
+    flow run ended Cancelled (a signal stopped it)."""
+    _quiet_prefect()  # before anything imports Prefect: it reads its logging settings on import
+    import asyncio
+
+    from relaybatch.flows import RunOutcome, run_manifest
+
+    async def flow_run() -> Any:
+        state = await run_manifest(manifest, return_state=True, **parameters)
+        result = await state.aresult(raise_on_failure=False)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    outcome = asyncio.run(flow_run())
+    assert isinstance(outcome, RunOutcome)
+    return outcome
 
 
 @app.command()
@@ -382,19 +419,26 @@ def deploy(
 @app.command()
 @reports_user_errors
 def serve(config: DeploymentsOption = None) -> None:
-    """Register the deployments of configs/deployments.yaml and run them from this process."""
+    """Register the deployments of configs/deployments.yaml and run them from this process.
+
+    One line per flow run started and finished; one Ctrl-C (or SIGTERM) stops, leaving the
+    deployments' schedules as they were.
+    """
     _quiet_prefect()
     import asyncio
 
-    from prefect import serve as prefect_serve
-
-    from relaybatch.flows.deployments import load_deployments, runner_deployments
+    from relaybatch.flows.deployments import load_deployments, runner_deployments, serve_deployments
 
     specs = load_deployments(config)
     url = _prefect_server_url()
-    deployments = asyncio.run(runner_deployments(specs))
-    console.print(f"serving {len(deployments)} deployments on {url}; Ctrl-C stops")
-    prefect_serve(*deployments, print_starting_message=False)
+
+    async def serving() -> None:
+        deployments = await runner_deployments(specs)
+        console.print(f"serving {len(deployments)} deployments on {url}; Ctrl-C stops")
+        await serve_deployments(deployments, say=console.print)
+
+    asyncio.run(serving())
+    console.print("stopped")
 
 
 @emulator_app.command("serve")

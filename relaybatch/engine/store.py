@@ -434,6 +434,14 @@ class CheckpointStore:
             counts.setdefault(kind, {})[state] = count
         return counts
 
+    def failure_reasons(self) -> list[tuple[str, str, int, str]]:
+        """(state, reason, items, one item key) for failed and uncertain items, grouped by reason."""
+        sql = (
+            "select state, coalesce(last_error, 'no reason recorded'), count(*), min(key) from items "
+            "where state in ('failed', 'uncertain') group by 1, 2"
+        )
+        return [(state, reason, count, key) for state, reason, count, key in self.db.execute(sql)]
+
     def calls(self) -> list[tuple[str, str, str]]:
         """Every distinct (job, kind, model) in the store; model is '' for routes without one."""
         sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"

@@ -12,12 +12,22 @@ from relaybatch.run.assemble import (
     run_limiter,
     stored_settings,
 )
+from relaybatch.run.execution import (
+    RunOutcome,
+    current_limit_rpm,
+    execute_run,
+    export_run_results,
+    run_locally,
+)
 from relaybatch.run.paths import RunPaths, run_paths, runs_dir_or_default
 from relaybatch.run.sharding import Shard, merge_shard_results, shard_count_on_disk, shard_folders
 from relaybatch.run.views import (
+    Failure,
     SpendLine,
     counts,
     counts_per_job,
+    errors_by_type,
+    failures,
     items_per_job_and_state,
     progress_of,
     read_progress,
@@ -27,13 +37,20 @@ from relaybatch.run.views import (
 
 __all__ = [
     "ExecuteResult",
+    "Failure",
     "OpenRun",
     "PlannedRun",
+    "RunOutcome",
     "RunPaths",
     "Shard",
     "SpendLine",
     "counts",
     "counts_per_job",
+    "current_limit_rpm",
+    "errors_by_type",
+    "execute_run",
+    "export_run_results",
+    "failures",
     "items_per_job_and_state",
     "merge_shard_results",
     "open_run",
@@ -43,6 +60,7 @@ __all__ = [
     "refused_before_sending",
     "result_of",
     "run_limiter",
+    "run_locally",
     "run_paths",
     "runs_dir_or_default",
     "shard_count_on_disk",

@@ -53,6 +53,8 @@ class ExecuteResult:
     stopped: str | None
     spent_usd: Decimal | None
     sent: int = 0
+    # The signal (SIGINT, SIGTERM) that stopped the execution; None when none did.
+    interrupted: str | None = None
 
 
 def stored_settings(manifest: Manifest, shard: Shard | None) -> dict[str, Any]:

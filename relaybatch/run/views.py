@@ -99,3 +99,43 @@ def items_per_job_and_state(checkpoints: Iterable[Path]) -> list[dict[str, objec
         {"job": job, **{state: per_state.get(state, 0) for state in states}, "total": sum(per_state.values())}
         for job, per_state in sorted(per_job.items())
     ]
+
+
+@dataclass(frozen=True)
+class Failure:
+    state: str
+    reason: str
+    items: int
+    example: str
+
+
+def failures(checkpoints: Iterable[Path]) -> list[Failure]:
+    """Failed and uncertain items grouped by state and reason, most frequent first, with one item key."""
+    items: dict[tuple[str, str], int] = {}
+    examples: dict[tuple[str, str], str] = {}
+    for checkpoint in checkpoints:
+        if not checkpoint.exists():
+            continue
+        with reading(checkpoint) as store:
+            for state, reason, count, key in store.failure_reasons():
+                items[(state, reason)] = items.get((state, reason), 0) + count
+                examples.setdefault((state, reason), key)
+    ranked = sorted(items, key=lambda group: (-items[group], group))
+    return [
+        Failure(state, reason, items[(state, reason)], examples[(state, reason)]) for state, reason in ranked
+    ]
+
+
+def error_type(reason: str | None) -> str:
+    """The kind of an error message: "429 rate_limit_error" of "429 rate_limit_error: slow down"."""
+    text = (reason or "no reason recorded").split(":", 1)[0].strip()
+    return text[:60] or "no reason recorded"
+
+
+def errors_by_type(checkpoints: Iterable[Path]) -> dict[str, int]:
+    """Failed and uncertain items per "<state>: <error type>"."""
+    totals: dict[str, int] = {}
+    for failure in failures(checkpoints):
+        name = f"{failure.state}: {error_type(failure.reason)}"
+        totals[name] = totals.get(name, 0) + failure.items
+    return totals

@@ -1,51 +1,243 @@
-"""A cancelled deployment run's SIGTERM waits until the engine has stopped cleanly."""
+"""Stopping a run: Ctrl-C (SIGINT to the whole process group, as a terminal sends it) and SIGTERM
+stop cleanly and resumably, a second Ctrl-C stops at once, and a SIGKILL leaves no process behind.
+
+The subprocess tests run the real `relaybatch run` against the embedded emulator with a second of
+latency on every chat call, so requests are in flight when the signal arrives.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-from types import FrameType
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
-from relaybatch.tasks.steps import graceful_sigterm
+import pytest
+import yaml
 
+from relaybatch.run.stopping import stop_on_signals
+from tests.conftest import REPO_ROOT
 
-async def test_sigterm_sets_stop_first_and_reaches_prefects_handler_after_the_engine_stops() -> None:
-    received: list[int] = []
-
-    def prefect_handler(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGTERM, prefect_handler)
-    try:
-        stop = asyncio.Event()
-
-        async def engine() -> str:
-            await stop.wait()  # what the engine does: stop submitting, finish what is in flight
-            return "stopped cleanly"
-
-        work = asyncio.ensure_future(engine())
-        with graceful_sigterm(stop, work) as termination:
-            os.kill(os.getpid(), signal.SIGTERM)
-            assert await asyncio.wait_for(asyncio.shield(work), 10) == "stopped cleanly"
-            assert received == []  # held back while the engine stopped
-        termination.pass_on()
-
-        assert received == [signal.SIGTERM]
-        assert signal.getsignal(signal.SIGTERM) is prefect_handler  # handler given back
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+RELAYBATCH = str(Path(sys.executable).parent / "relaybatch")
+ITEMS = 2000
 
 
-async def test_without_sigterm_nothing_is_passed_on() -> None:
-    received: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
-    try:
-        stop = asyncio.Event()
-        work = asyncio.ensure_future(asyncio.sleep(0))
-        with graceful_sigterm(stop, work) as termination:
+async def test_the_first_signal_sets_stop_and_the_second_cancels_at_once() -> None:
+    stop = asyncio.Event()
+    notices: list[str] = []
+
+    async def engine() -> str:
+        await stop.wait()  # stop submitting...
+        await asyncio.sleep(30)  # ...and wait for "requests in flight" that take long
+        return "stopped cleanly"
+
+    work = asyncio.ensure_future(engine())
+    before = signal.getsignal(signal.SIGINT)
+    with stop_on_signals(stop, work, notices.append) as handling:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        assert stop.is_set() and handling.signal == "SIGTERM" and not work.done()
+        assert "stopping (SIGTERM)" in notices[0]
+        os.kill(os.getpid(), signal.SIGINT)  # the second one: at once
+        with pytest.raises(asyncio.CancelledError):
             await work
-        termination.pass_on()
-        assert received == [] and not stop.is_set()
+        assert handling.forced
+    assert signal.getsignal(signal.SIGINT) is before  # Python's KeyboardInterrupt handler is back
+
+
+async def test_without_a_signal_nothing_happens() -> None:
+    stop = asyncio.Event()
+    work = asyncio.ensure_future(asyncio.sleep(0, result="done"))
+    with stop_on_signals(stop, work, lambda text: None) as handling:
+        assert await work == "done"
+    assert handling.signal is None and not handling.forced and not stop.is_set()
+
+
+# -- a real `relaybatch run` in its own process group -------------------------------------------
+
+
+def _slow_emulator(tmp_path: Path, latency: float) -> Path:
+    config = yaml.safe_load((REPO_ROOT / "configs" / "emulator.yaml").read_text())
+    config["faults"] = {"seed": 0, "rules": [{"fault": f"latency={latency}", "rate": 1.0}]} if latency else {}
+    path = tmp_path / f"emulator-{latency}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _manifest(tmp_path: Path) -> Path:
+    rows = "".join(f"q{n},relay-chat-small,Say {n}\n" for n in range(ITEMS))
+    path = tmp_path / "many.csv"
+    path.write_text("id,model,prompt\n" + rows, encoding="utf-8")
+    return path
+
+
+def _env(emulator_config: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RELAYBATCH_"))}
+    env["RELAYBATCH_EMULATOR_CONFIG"] = str(emulator_config)
+    env["PREFECT_HOME"] = str(emulator_config.parent / "prefect-home")  # unused without a server
+    env.update(extra or {})
+    return env
+
+
+def _counts(checkpoint: Path) -> dict[str, int]:
+    if not checkpoint.exists():
+        return {}
+    connection = sqlite3.connect(f"{checkpoint.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return dict(connection.execute("select state, count(*) from items group by state").fetchall())
+    except sqlite3.OperationalError:  # tables not created yet
+        return {}
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        connection.close()
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+class Run:
+    def __init__(self, tmp_path: Path, latency: float, env: dict[str, str] | None = None) -> None:
+        self.manifest = _manifest(tmp_path)
+        self.runs = tmp_path / "runs"
+        self.checkpoint = self.runs / "many" / "checkpoint.sqlite"
+        self.command = [RELAYBATCH, "run", str(self.manifest), "--runs-dir", str(self.runs)]
+        self.process = subprocess.Popen(
+            self.command,
+            env=_env(_slow_emulator(tmp_path, latency), env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+
+    def wait_until_sending(self, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            counts = _counts(self.checkpoint)
+            if counts.get("done", 0) >= 64 and counts.get("sending", 0) > 0:
+                return
+            assert self.process.poll() is None, self.process.communicate()
+            time.sleep(0.2)
+        raise AssertionError(f"the run did not get going: {_counts(self.checkpoint)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.communicate()
+
+
+@pytest.fixture
+def slow_run(tmp_path: Path) -> Iterator[Run]:
+    run = Run(tmp_path, latency=1.0)
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+def _resume_fast(run: Run, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        run.command, env=_env(_slow_emulator(tmp_path, 0)), capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_stops_within_10_s_resumable(slow_run: Run, tmp_path: Path) -> None:
+    slow_run.wait_until_sending()
+    os.killpg(slow_run.process.pid, signal.SIGINT)
+    sent = time.monotonic()
+    out, err = slow_run.process.communicate(timeout=30)
+    took = time.monotonic() - sent
+    text = out.decode() + err.decode()
+
+    assert slow_run.process.returncode == 130, text
+    assert took < 10, f"took {took:.1f} s to stop"
+    assert "Traceback" not in text
+    assert f"resume with: relaybatch run {slow_run.manifest} --runs-dir {slow_run.runs}" in text
+    counts = _counts(slow_run.checkpoint)
+    assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, counts
+    assert 0 < counts["done"] < ITEMS
+
+    resumed = _resume_fast(slow_run, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _counts(slow_run.checkpoint) == {"done": ITEMS}
+
+
+@pytest.mark.slow
+def test_sigterm_mid_run_is_a_clean_stop_with_no_new_uncertain_item(slow_run: Run) -> None:
+    slow_run.wait_until_sending()
+    slow_run.process.send_signal(signal.SIGTERM)
+    out, err = slow_run.process.communicate(timeout=30)
+    text = out.decode() + err.decode()
+
+    assert slow_run.process.returncode == 130, text
+    assert "stopped by SIGTERM" in text and "Traceback" not in text
+    counts = _counts(slow_run.checkpoint)
+    assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, counts
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_and_the_checkpoint_stays_consistent(
+    slow_run: Run, tmp_path: Path
+) -> None:
+    slow_run.wait_until_sending()
+    os.killpg(slow_run.process.pid, signal.SIGINT)
+    time.sleep(0.2)
+    os.killpg(slow_run.process.pid, signal.SIGINT)
+    sent = time.monotonic()
+    out, err = slow_run.process.communicate(timeout=30)
+    text = out.decode() + err.decode()
+
+    assert slow_run.process.returncode == 130, text
+    assert time.monotonic() - sent < 5
+    assert "Traceback" not in text and "stopped at once" in text
+    # Requests cut off in flight may have been billed: the resume reports them, never resends them.
+    resumed = _resume_fast(slow_run, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    counts = _counts(slow_run.checkpoint)
+    assert counts.get("sending", 0) == 0 and counts["done"] + counts.get("uncertain", 0) == ITEMS
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_runner_leaves_no_process_behind(slow_run: Run) -> None:
+    slow_run.wait_until_sending()
+    started = _children(slow_run.process.pid)
+    os.killpg(slow_run.process.pid, signal.SIGKILL)
+    slow_run.process.communicate(timeout=30)
+    time.sleep(3)
+    assert not [pid for pid in started if _alive(pid)]
+    # Nothing else of its process group either (a server it started would be in it).
+    survivors = [
+        entry.name
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _alive(int(entry.name)) and _pgid(int(entry.name)) == slow_run.process.pid
+    ]
+    assert not survivors
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -1,0 +1,154 @@
+"""Executing a run, free of Prefect: the execute step with its stop on signals, and a whole run
+(plan -> execute -> export) for `relaybatch run` when no Prefect server is configured.
+
+With no server, `relaybatch run` calls ``run_locally``: no temporary Prefect server and no Prefect
+import, so a run starts in about a second (docs/prefect.md). The Prefect tasks (tasks/steps.py)
+wrap ``execute_run`` and the flows add the UI's artifacts around the same steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, export_results, progress_for
+from relaybatch.errors import UserError
+from relaybatch.run.assemble import (
+    ExecuteResult,
+    PlannedRun,
+    open_run,
+    plan_run,
+    refused_before_sending,
+    result_of,
+)
+from relaybatch.run.paths import RunPaths
+from relaybatch.run.sharding import Shard
+from relaybatch.run.stopping import GRACE_SECONDS, stop_on_signals
+
+if TYPE_CHECKING:
+    from relaybatch.shared_limit import SharedLimit
+
+STOPPED_AT_ONCE = (
+    "stopped at once: requests that were in flight may have been billed; a resume reports them "
+    "uncertain and does not resend them"
+)
+
+# The limiter of each execution running in this process, by checkpoint path: the Prefect progress
+# artifact shows its current rate (what the bucket learned from the gateway's headers).
+_RUNNING: dict[Path, AdaptiveTokenBucket] = {}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    added: int
+    counts: dict[str, int]
+    results: list[Path]
+    # Why the engine stopped early (budget reached, key refused, a signal); None when it ran to the end.
+    stopped: str | None = None
+    spent_usd: Decimal | None = None
+    # The signal (SIGINT, SIGTERM) that stopped the run; `relaybatch run` exits 130 then.
+    interrupted: str | None = None
+    # Seconds spent in each step (plan, execute, export).
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def current_limit_rpm(checkpoint: Path) -> float | None:
+    """The requests-per-minute limit the execution of this checkpoint running in this process uses
+    now (None: not running here, or no limit known yet)."""
+    bucket = _RUNNING.get(checkpoint)
+    return None if bucket is None else bucket.requests_per_minute
+
+
+async def execute_run(
+    paths: RunPaths,
+    base_url: str | None,
+    shared_limit: SharedLimit | None = None,
+    cancel_remote_on_stop: bool = False,
+) -> ExecuteResult:
+    """Send every pending item, poll remote jobs, checkpoint each answer; counts per state.
+
+    SIGINT and SIGTERM stop it cleanly (relaybatch/run/stopping.py); the result says which signal
+    it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the engine
+    the same way before the cancellation goes on.
+    """
+    from relaybatch.settings import Settings
+
+    stop = asyncio.Event()
+    try:
+        async with open_run(
+            paths, base_url=base_url, shared_limit=shared_limit, cancel_remote_on_stop=cancel_remote_on_stop
+        ) as run:
+            _RUNNING[paths.checkpoint] = run.bucket
+            try:
+                # A live table for a person at a terminal; a line every few seconds in logs and CI.
+                progress = progress_for(sys.stderr, Settings().progress_every_seconds)
+                work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
+                with stop_on_signals(stop, work) as signalled:
+                    try:
+                        summary = await asyncio.shield(work)
+                    except asyncio.CancelledError:
+                        if signalled.forced:
+                            # Stopped at once (a second signal, or the grace period ran out): what
+                            # was in flight stays `sending` and is reported uncertain on resume.
+                            return ExecuteResult(
+                                run.store.count_by_state(),
+                                STOPPED_AT_ONCE,
+                                None,
+                                interrupted=signalled.signal,
+                            )
+                        # Cancelled from outside: stop submitting, let the requests in flight
+                        # finish and be checkpointed (bounded), then let the cancellation go on.
+                        stop.set()
+                        with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
+                            await asyncio.wait_for(asyncio.shield(work), GRACE_SECONDS)
+                        work.cancel()
+                        raise
+            finally:
+                _RUNNING.pop(paths.checkpoint, None)
+        return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
+    except UserError as error:
+        return refused_before_sending(paths, error)
+
+
+def export_run_results(paths: RunPaths) -> list[Path]:
+    """Rebuild the results Parquet files from the checkpoint store."""
+    with CheckpointStore(paths.checkpoint) as store:
+        return export_results(store, paths.results)
+
+
+async def run_locally(
+    manifest: Path,
+    runs_dir: Path | None = None,
+    base_url: str | None = None,
+    shard: Shard | None = None,
+    planned: PlannedRun | None = None,
+) -> RunOutcome:
+    """Run (or resume) a manifest in this process, with no Prefect at all."""
+    started = time.monotonic()
+    planned = planned or plan_run(manifest, runs_dir, shard)
+    planned_at = time.monotonic()
+    result = await execute_run(planned.paths, base_url)
+    executed = time.monotonic()
+    results = export_run_results(planned.paths)
+    return RunOutcome(
+        run_dir=planned.paths.root,
+        added=planned.added,
+        counts=result.counts,
+        results=results,
+        stopped=result.stopped,
+        spent_usd=result.spent_usd,
+        interrupted=result.interrupted,
+        timings={
+            "plan": planned_at - started,
+            "execute": executed - planned_at,
+            "export": time.monotonic() - executed,
+        },
+    )

@@ -1,0 +1,197 @@
+"""Against a real `prefect server start`: the scheduler creates flow runs for a cron deployment and
+one of them runs to completion through `relaybatch serve`; a Ctrl-C'd `relaybatch run` ends its
+flow run Cancelled.
+
+This is the path a fresh install takes for scheduled runs (docs/prefect.md): it broke when pip
+resolved SQLAlchemy 2.1, on which prefect 3.8.8's scheduler fails to insert scheduled runs, and no
+test used the scheduler. Everything started here (server, serve) runs in its own process group and
+is stopped here, even when an assertion fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+START_SECONDS = 300.0  # a loaded 2-core machine has taken 85 s to start the server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _started(
+    command: list[str], env: dict[str, str], log: Path, cwd: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child in its own process group; the whole group is stopped on the way out."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        # Anything left in the group (a flow-run subprocess) goes too.
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _wait_for(what: str, check: Callable[[], Any], seconds: float, logs: list[Path]) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except httpx.HTTPError:
+            found = None
+        if found:
+            return found
+        time.sleep(1)
+    tails = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
+    raise AssertionError(f"{what}: not within {seconds:.0f} s\n{tails}")
+
+
+@dataclass
+class Server:
+    api: str
+    env: dict[str, str]
+    http: httpx.Client
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real Prefect server for this module, in its own PREFECT_HOME on a free port."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PREFECT_", "RELAYBATCH_")) and key != "DO_NOT_TRACK"
+    }
+    env.update(
+        {
+            "PREFECT_HOME": str(home / "prefect-home"),
+            "PREFECT_API_URL": api,
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+            "PREFECT_SERVER_UI_ENABLED": "false",
+            # A scheduler cycle every second instead of every minute, and a runner that looks
+            # for due runs every 2 s: the test waits for them, not for default intervals.
+            "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
+            "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+        }
+    )
+    log = home / "server.log"
+    server = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with _started(server, env, log, home), httpx.Client(base_url=api, timeout=10) as http:
+        _wait_for("the server healthy", lambda: http.get("/health").status_code == 200, START_SECONDS, [log])
+        yield Server(api, env, http, log)
+
+
+def test_cron_deployment_gets_scheduled_runs_and_one_completes_through_serve(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    env, http = prefect_server.env, prefect_server.http
+    manifest = tmp_path / "tiny.csv"
+    manifest.write_text(
+        "id,model,prompt\nq1,relay-chat-small,Say hi\nq2,relay-chat-small,Say bye\n", encoding="utf-8"
+    )
+    config = tmp_path / "deployments.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - name: every-minute\n"
+        "    flow: run-manifest\n"
+        '    cron: "* * * * *"\n'
+        "    parameters:\n"
+        f"      manifest: {manifest}\n"
+        f"      runs_dir: {tmp_path / 'runs'}\n",
+        encoding="utf-8",
+    )
+    serve_log = tmp_path / "serve.log"
+    logs = [prefect_server.log, serve_log]
+    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    with _started(serve, env, serve_log, tmp_path) as serving:
+
+        def scheduled_runs() -> list[dict[str, Any]]:
+            runs = http.post("/flow_runs/filter", json={}).json()
+            return [run for run in runs if run.get("auto_scheduled")]
+
+        runs = _wait_for("scheduled flow runs created by the scheduler", scheduled_runs, START_SECONDS, logs)
+        assert all(run["state_type"] == "SCHEDULED" for run in runs)
+        # Make the earliest one due now instead of at the next minute boundary.
+        first = min(runs, key=lambda run: run["expected_start_time"])
+        due = {"type": "SCHEDULED", "state_details": {"scheduled_time": datetime.now(UTC).isoformat()}}
+        answer = http.post(f"/flow_runs/{first['id']}/set_state", json={"state": due, "force": True})
+        assert answer.status_code in (200, 201), answer.text
+
+        def finished() -> str | None:
+            state = http.get(f"/flow_runs/{first['id']}").json()["state_type"]
+            return state if state in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
+
+        assert _wait_for("the scheduled run finished", finished, START_SECONDS, logs) == "COMPLETED"
+
+        # One Ctrl-C stops serve cleanly and leaves the schedule as it was.
+        os.killpg(serving.pid, signal.SIGINT)
+        assert serving.wait(timeout=60) == 0, serve_log.read_text()
+        deployment = http.get(f"/deployments/{first['deployment_id']}").json()
+        assert deployment["paused"] is False
+        assert all(schedule["active"] for schedule in deployment["schedules"])
+    served = serve_log.read_text()
+    assert "never awaited" not in served and "Traceback" not in served, served
+    name = first["name"]
+    assert f"flow run {name}: started" in served
+    assert f"flow run {name}: completed (run-manifest); items: done 2; spent" in served
+    results = list((tmp_path / "runs" / "tiny" / "results").glob("*.parquet"))
+    assert results, "the scheduled run wrote no results"
+
+
+def test_ctrl_c_of_a_run_reporting_to_the_server_ends_its_flow_run_cancelled(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    from tests.flows.test_graceful_cancel import Run
+
+    env = {key: value for key, value in prefect_server.env.items() if key.startswith("PREFECT_")}
+    run = Run(tmp_path, latency=1.0, env=env)
+    try:
+        run.wait_until_sending(seconds=START_SECONDS)
+        os.killpg(run.process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        out, err = run.process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        run.stop()
+    text = out.decode() + err.decode()
+    assert run.process.returncode == 130, text
+    assert took < 10, f"took {took:.1f} s"
+    assert "Traceback" not in text and "resume with: relaybatch run" in text
+
+    runs = prefect_server.http.post("/flow_runs/filter", json={}).json()
+    ours = [flow_run for flow_run in runs if flow_run["parameters"].get("manifest") == str(run.manifest)]
+    assert [flow_run["state_type"] for flow_run in ours] == ["CANCELLED"]
