@@ -1,208 +1,341 @@
-"""A self-contained HTML dashboard: inline SVG charts and inline CSS, no script, no network.
+"""A self-contained HTML dashboard drawn with plotly.js, bundled into the page: no network.
 
-Every chart is an ``<svg data-chart=NAME>`` whose marks carry ``data-label`` and ``data-value``,
-so a test (or a curious reader) can check what was drawn without parsing pixels.
+plotly.js comes from the ``plotly`` package (``plotly.offline.get_plotlyjs``), inlined once in the
+page's head; each chart is a figure built with plotly's Python API and drawn by ``Plotly.newPlot``.
+Time axes are real date axes (zoom, hover, gridlines). Every chart is a ``div[data-chart=NAME]``;
+once drawn, the page marks it with ``data-drawn-points`` (marks in the SVG) and ``data-traces``,
+and the figures themselves are in ``window.RELAYBATCH_CHARTS``, so a test (or a curious reader)
+can check what was drawn. Amounts are drawn as floats but every hover and card shows the exact
+decimal, rounded to six places for display.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from html import escape
 from pathlib import Path
+from typing import Any
 
-from relaybatch.costs.report import RunSpend, SpendLine, display_usd
+import plotly.graph_objects as go
+import plotly.io
+from plotly.offline import get_plotlyjs
+
+from relaybatch.costs.dashboard_data import PERCENTILES, DashboardData
+from relaybatch.costs.report import display_usd
 from relaybatch.files import write_text_atomically
 
-WIDTH, BAR_HEIGHT, LABEL_WIDTH, GAP = 640, 22, 220, 6
-PALETTE = ("#2f6fdf", "#1f9d74", "#d9822b", "#b04fc2", "#c23b4f", "#5a6b7d")
+PALETTE = ("#2f6fdf", "#1f9d74", "#d9822b", "#b04fc2", "#c23b4f", "#5a6b7d", "#8a9a2b", "#2bb0c2")
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2330; background: #fbfcfe; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 0 0 6px; }
 .meta { color: #5a6b7d; margin-bottom: 16px; }
-.cards { display: flex; gap: 12px; flex-wrap: wrap; }
-.card { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; padding: 10px 16px; }
-.card { min-width: 150px; }
-.card b { display: block; font-size: 20px; }
-.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(660px, 1fr)); gap: 8px 24px; }
-svg { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; }
-svg text { font: 12px system-ui, sans-serif; fill: #1d2330; }
-table { border-collapse: collapse; background: #fff; }
-td, th { border: 1px solid #dde3ec; padding: 4px 10px; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 10px; }
+.card { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; padding: 8px 14px; }
+.card b { display: block; font-size: 19px; font-variant-numeric: tabular-nums; }
+.card small { color: #5a6b7d; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 16px;
+        margin-top: 18px; }
+section { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; padding: 12px; min-width: 0; }
+.chart { height: 320px; }
+.empty { color: #5a6b7d; padding: 24px 8px; }
+"""
+
+# After every chart is drawn: mark each with what the SVG holds; record any script error.
+DRAW_SCRIPT = """
+window.addEventListener("error", (e) => { document.body.dataset.errors =
+  (document.body.dataset.errors || "") + (e.message || "error") + "\\n"; });
+const config = {displaylogo: false, responsive: true};
+Promise.all(Object.entries(window.RELAYBATCH_CHARTS).map(([name, figure]) =>
+  Plotly.newPlot(document.querySelector(`[data-chart="${name}"]`), figure.data, figure.layout, config)
+)).then((charts) => {
+  for (const chart of charts) {
+    chart.dataset.drawnPoints = chart.querySelectorAll(".point, .scatterlayer .trace path.js-line").length;
+    chart.dataset.traces = chart.data.length;
+  }
+  document.body.dataset.chartsDrawn = charts.length;
+});
 """
 
 
-def _number(value: Decimal | float | int) -> str:
-    return str(Decimal(str(value)).quantize(Decimal("0.1")))
+TIME_AXIS = {"type": "date", "title": "time (UTC)"}
 
 
-def _empty(name: str, title: str) -> str:
-    return (
-        f'<svg data-chart="{name}" data-points="0" width="{WIDTH}" height="60" role="img" '
-        f'aria-label="{escape(title)}"><text x="16" y="35" data-empty="true">No data yet</text></svg>'
-    )
+def _float(value: Decimal | int | float | None) -> float | None:
+    return None if value is None else float(value)
 
 
-def bar_chart(
-    name: str, title: str, bars: Sequence[tuple[str, Decimal | int | float]], unit: str = ""
-) -> str:
-    """Horizontal bars, one per label, scaled to the largest value."""
-    if not bars:
-        return _empty(name, title)
-    top = max((Decimal(str(value)) for _, value in bars), default=Decimal(0)) or Decimal(1)
-    span = Decimal(WIDTH - LABEL_WIDTH - 110)
-    height = len(bars) * (BAR_HEIGHT + GAP) + GAP
-    marks = []
-    for index, (label, value) in enumerate(bars):
-        y = GAP + index * (BAR_HEIGHT + GAP)
-        width = max(Decimal(1), Decimal(str(value)) / top * span)
-        shown = display_usd(Decimal(str(value))) if unit == "usd" else f"{value}{unit}"
-        marks.append(
-            f'<text x="8" y="{y + 15}">{escape(label[:34])}</text>'
-            f'<rect class="bar" x="{LABEL_WIDTH}" y="{y}" width="{_number(width)}" height="{BAR_HEIGHT}" '
-            f'fill="{PALETTE[index % len(PALETTE)]}" data-label="{escape(label)}" data-value="{value}">'
-            # The label may be cut short on the left; the tooltip always has it whole.
-            f"<title>{escape(label)}: {escape(shown)}</title></rect>"
-            f'<text x="{_number(LABEL_WIDTH + width + 6)}" y="{y + 15}">{escape(shown)}</text>'
-        )
-    return (
-        f'<svg data-chart="{name}" data-points="{len(bars)}" width="{WIDTH}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}">{"".join(marks)}</svg>'
-    )
+def _layout(**extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "template": "plotly_white",
+        "margin": {"l": 60, "r": 20, "t": 10, "b": 40},
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "y": -0.18},
+        "colorway": list(PALETTE),
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+    }
+    layout.update(extra)
+    return layout
 
 
-def column_chart(name: str, title: str, columns: Sequence[tuple[str, int | float]], unit: str) -> str:
-    """Vertical columns in order (time buckets, histogram bins), labels under the first and last."""
-    if not columns:
-        return _empty(name, title)
-    height, base, left = 220, 180, 48
-    top = max(float(value) for _, value in columns) or 1.0
-    step = (WIDTH - left - 16) / len(columns)
-    marks = [f'<text x="4" y="20">{escape(f"{top:g}{unit}")}</text>']
-    for index, (label, value) in enumerate(columns):
-        bar = float(value) / top * (base - 24)
-        x = left + index * step
-        marks.append(
-            f'<rect class="bar" x="{x:.1f}" y="{base - bar:.1f}" width="{max(step - 2, 1):.1f}" '
-            f'height="{max(bar, 0.5):.1f}" fill="{PALETTE[0]}" '
-            f'data-label="{escape(label)}" data-value="{value}"/>'
-        )
-    marks.append(f'<text x="{left}" y="{base + 18}">{escape(columns[0][0])}</text>')
-    marks.append(f'<text x="{WIDTH - 16}" y="{base + 18}" text-anchor="end">{escape(columns[-1][0])}</text>')
-    return (
-        f'<svg data-chart="{name}" data-points="{len(columns)}" width="{WIDTH}" height="{height}" '
-        f'role="img" aria-label="{escape(title)}">{"".join(marks)}</svg>'
-    )
-
-
-def line_chart(name: str, title: str, points: Sequence[tuple[str, Decimal]]) -> str:
-    """Cumulative spend against time: a polyline with a dot per charge."""
+def spend_over_time(data: DashboardData) -> go.Figure | None:
+    points = data.spend.cumulative("usd")
     if not points:
-        return _empty(name, title)
-    height, base, left = 240, 200, 70
-    times = [datetime.fromisoformat(at).timestamp() for at, _ in points]
-    start, span = times[0], (times[-1] - times[0]) or 1.0
-    top = points[-1][1] or Decimal(1)
-    coordinates = []
-    for moment, (_, total) in zip(times, points, strict=True):
-        x = left + (moment - start) / span * (WIDTH - left - 20)
-        y = base - float(total / top) * (base - 20)
-        coordinates.append((x, y, total))
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in coordinates)
-    dots = "".join(
-        f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{PALETTE[0]}" data-value="{total}"/>'
-        for x, y, total in coordinates
-    )
-    labels = (
-        f'<text x="4" y="24">{escape(display_usd(top))}</text><text x="4" y="{base}">$0</text>'
-        f'<text x="{left}" y="{base + 22}">{escape(points[0][0][:19])}</text>'
-        f'<text x="{WIDTH - 20}" y="{base + 22}" text-anchor="end">{escape(points[-1][0][:19])}</text>'
-        f'<line x1="{left}" y1="{base}" x2="{WIDTH - 20}" y2="{base}" stroke="#9aa8b8"/>'
-    )
-    return (
-        f'<svg data-chart="{name}" data-points="{len(points)}" width="{WIDTH}" height="{height}" role="img" '
-        f'aria-label="{escape(title)}">{labels}<polyline fill="none" stroke="{PALETTE[0]}" stroke-width="2" '
-        f'points="{line}"/>{dots}</svg>'
-    )
-
-
-MAX_COLUMNS = 120
-
-
-def coarsen(per_minute: Sequence[tuple[str, int]]) -> tuple[list[tuple[str, int]], str]:
-    """Counts per minute, or per hour or day when a run is too long for one column a minute."""
-    merged: dict[str, int] = {}
-    for width, unit in ((16, "min"), (13, "hour"), (10, "day")):
-        merged = {}
-        for moment, count in per_minute:
-            merged[moment[:width]] = merged.get(moment[:width], 0) + count
-        if len(merged) <= MAX_COLUMNS:
-            return sorted(merged.items()), unit
-    return sorted(merged.items()), "day"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{escape(header)}</th>" for header in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{escape(cell)}</td>' for cell in row) + "</tr>" for row in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _label(line: SpendLine) -> str:
-    """A bar's label; calls with an unknown price are called out, never shown as plain $0."""
-    name = " / ".join(line.key)
-    return f"{name} ({line.unknown_calls} unknown price)" if line.unknown_calls else name
-
-
-def render_dashboard(spend: RunSpend, title: str) -> str:
-    by_model = [(_label(line), line.usd) for line in spend.by("model")]
-    by_job = [(_label(line), line.usd) for line in spend.by("run", "job")]
-    activity = spend.activity
-    error_total = sum(count for _, count in activity.errors)
-    throughput, throughput_unit = coarsen(activity.finished_per_minute)
-    cards = [
-        ("Total spend", display_usd(spend.total_usd)),
-        ("Billable calls", str(spend.calls)),
-        ("Calls with unknown price", str(spend.unknown_calls)),
-        ("Errors", str(error_total)),
-    ]
-    day_rows = [
-        [*line.key, str(line.calls), display_usd(line.usd), str(line.unknown_calls)]
-        for line in spend.by("day", "kind")
-    ]
-    sections = [
-        ("Spend over time (cumulative)", line_chart("spend-over-time", "Spend over time", spend.over_time())),
-        ("Spend by model", bar_chart("spend-by-model", "Spend by model", by_model, unit="usd")),
-        ("Spend by job", bar_chart("spend-by-job", "Spend by job", by_job, unit="usd")),
-        (
-            f"Throughput (calls finished per {throughput_unit})",
-            column_chart("throughput", "Throughput", throughput, unit=f"/{throughput_unit}"),
+        return None
+    times = [moment for moment, _ in points]
+    totals = [values["usd"] for _, values in points]
+    return go.Figure(
+        go.Scatter(
+            x=times,
+            y=[_float(total) for total in totals],
+            mode="lines+markers",
+            line={"shape": "hv"},
+            name="spend",
+            text=[display_usd(total) for total in totals],
+            hovertemplate="%{x}<br>%{text} so far<extra></extra>",
         ),
-        ("Latency (send to answer)", column_chart("latency", "Latency", activity.latency_histogram, "")),
-        ("Errors", bar_chart("errors", "Errors", activity.errors)),
+        _layout(xaxis=TIME_AXIS, yaxis={"title": "USD", "rangemode": "tozero"}),
+    )
+
+
+def tokens_over_time(data: DashboardData) -> go.Figure | None:
+    points = data.spend.cumulative("input", "output")
+    if not points or not any(values["input"] or values["output"] for _, values in points):
+        return None
+    times = [moment for moment, _ in points]
+    traces = [
+        go.Scatter(x=times, y=[values[name] for _, values in points], mode="lines+markers", name=label)
+        for name, label in (("input", "input tokens"), ("output", "output tokens"))
     ]
+    return go.Figure(
+        traces,
+        _layout(xaxis=TIME_AXIS, yaxis={"title": "tokens", "rangemode": "tozero"}),
+    )
+
+
+def ranked_bars(ranked: Sequence[tuple[str, Decimal]], name: str) -> go.Figure | None:
+    """Horizontal bars, largest on top."""
+    if not ranked:
+        return None
+    labels = [label for label, _ in ranked]
+    return go.Figure(
+        go.Bar(
+            x=[_float(usd) for _, usd in ranked],
+            y=labels,
+            orientation="h",
+            name=name,
+            marker={"color": PALETTE[0]},
+            text=[display_usd(usd) for _, usd in ranked],
+            textposition="auto",
+            hovertemplate="%{y}: %{text}<extra></extra>",
+        ),
+        _layout(
+            yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+            xaxis={"title": "USD", "rangemode": "tozero"},
+            height=max(220, 60 + 28 * len(labels)),
+        ),
+    )
+
+
+def latency_percentiles(data: DashboardData) -> go.Figure | None:
+    percentiles = data.percentiles()
+    if not percentiles:
+        return None
+    kinds = list(percentiles)
+    traces = [
+        go.Bar(
+            x=kinds,
+            y=[percentiles[kind][p] for kind in kinds],
+            name=f"p{p}",
+            hovertemplate=f"%{{x}} p{p}: %{{y:.3f}} s<extra></extra>",
+        )
+        for p in PERCENTILES
+    ]
+    return go.Figure(
+        traces,
+        _layout(barmode="group", yaxis={"title": "seconds (send to answer)", "rangemode": "tozero"}),
+    )
+
+
+def errors_over_time(data: DashboardData) -> go.Figure | None:
+    named = data.error_series()
+    if not named:
+        return None
+    series = data.errors.series()
+    times = [moment for moment, _ in series]
+    traces = [
+        go.Bar(x=times, y=[values.get(label, 0) for _, values in series], name=label) for label in named
+    ]
+    other = [sum(v for k, v in values.items() if k not in named) for _, values in series]
+    if any(other):
+        traces.append(go.Bar(x=times, y=other, name="other"))
+    return go.Figure(
+        traces,
+        _layout(
+            barmode="stack",
+            xaxis={"type": "date", "title": f"time (UTC), per {data.errors.seconds} s"},
+            yaxis={"title": "errors"},
+        ),
+    )
+
+
+def limiter_over_time(data: DashboardData) -> go.Figure | None:
+    series = data.limiter.series()
+    if not series:
+        return None
+    times = [moment for moment, _ in series]
+    counts = [int(values.get("rate_limited") or 0) for _, values in series]
+    new_429s = [count - previous for count, previous in zip(counts, [0, *counts[:-1]], strict=True)]
+    return go.Figure(
+        [
+            go.Scatter(
+                x=times,
+                y=[values.get("rpm") for _, values in series],
+                mode="lines+markers",
+                line={"shape": "hv"},
+                name="limit (requests/min)",
+                connectgaps=False,
+            ),
+            go.Bar(x=times, y=[max(0, n) for n in new_429s], name="429s", yaxis="y2", opacity=0.6),
+        ],
+        _layout(
+            xaxis=TIME_AXIS,
+            yaxis={"title": "requests per minute", "rangemode": "tozero"},
+            yaxis2={"title": "429s", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        ),
+    )
+
+
+def throughput(data: DashboardData) -> go.Figure | None:
+    series = data.finished.series()
+    if not series:
+        return None
+    return go.Figure(
+        go.Bar(x=[moment for moment, _ in series], y=[values["items"] for _, values in series], name="items"),
+        _layout(
+            xaxis={"type": "date", "title": f"time (UTC), per {data.finished.seconds} s"},
+            yaxis={"title": "items finished"},
+        ),
+    )
+
+
+def run_state(data: DashboardData) -> go.Figure | None:
+    if not data.states:
+        return None
+    states = sorted(data.states, key=lambda state: -data.states[state])
+    return go.Figure(
+        go.Bar(
+            x=states, y=[data.states[state] for state in states], name="items", marker={"color": PALETTE[1]}
+        ),
+        _layout(yaxis={"title": "items"}),
+    )
+
+
+def budget_use(data: DashboardData) -> go.Figure | None:
+    if not data.calls and data.budget_usd is None:
+        return None
+    parts = [
+        ("known spend", data.known_usd, PALETTE[0]),
+        ("unknown (worst case)", data.unknown_usd, PALETTE[2]),
+    ]
+    if data.budget_usd is not None:
+        parts.append(("budget left", max(Decimal(0), data.budget_usd - data.total_usd), "#dde3ec"))
+    traces = [
+        go.Bar(
+            x=[_float(usd)],
+            y=["USD"],
+            orientation="h",
+            name=name,
+            marker={"color": colour},
+            text=[display_usd(usd)],
+            hovertemplate=f"{name}: %{{text}}<extra></extra>",
+        )
+        for name, usd, colour in parts
+    ]
+    return go.Figure(
+        traces, _layout(barmode="stack", height=200, xaxis={"title": "USD", "rangemode": "tozero"})
+    )
+
+
+def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
+    """(name, title, figure or None when there is nothing to draw yet), in page order."""
+    return [
+        ("spend-over-time", "Spend over time (cumulative)", spend_over_time(data)),
+        ("tokens-over-time", "Tokens over time (cumulative)", tokens_over_time(data)),
+        ("spend-by-model", "Spend by model", ranked_bars(data.ranked(data.by_model), "spend")),
+        ("spend-by-job", "Spend by job", ranked_bars(data.ranked(data.by_job), "spend")),
+        ("latency", "Latency percentiles per kind (p50, p90, p99)", latency_percentiles(data)),
+        ("errors", "Errors by type over time", errors_over_time(data)),
+        ("limiter", "Rate limit and 429s over time", limiter_over_time(data)),
+        ("throughput", "Items finished over time", throughput(data)),
+        ("run-state", "Items per state", run_state(data)),
+        ("budget", "Budget use", budget_use(data)),
+    ]
+
+
+def _cards(data: DashboardData) -> list[tuple[str, str, str]]:
+    budget = "none set"
+    if data.budget_usd is not None:
+        share = 100 * data.total_usd / data.budget_usd if data.budget_usd else Decimal(100)
+        budget = f"{display_usd(data.budget_usd)}"
+        budget_note = f"{share:.1f}% used"
+    else:
+        budget_note = ""
+    states = ", ".join(f"{state} {count}" for state, count in data.states.most_common()) or "-"
+    return [
+        ("Total spend", display_usd(data.total_usd), "known + unknown: what the budget counts"),
+        ("Known spend", display_usd(data.known_usd), f"{data.calls} billable calls"),
+        ("Unknown", display_usd(data.unknown_usd), "worst case of calls of unknown price or outcome"),
+        ("Budget", budget, budget_note),
+        ("Calls with unknown price", str(data.unpriced_calls), "counted at their known part"),
+        ("Errors", str(sum(data.error_totals.values())), "retried or final"),
+        ("Items", str(sum(data.states.values())), states),
+        ("Stopped", "yes" if data.stopped else "no", "; ".join(data.stopped)[:160]),
+    ]
+
+
+def _section(name: str, title: str, figure: go.Figure | None) -> str:
+    body = (
+        f'<div class="empty" data-chart="{name}" data-empty="true">No data yet</div>'
+        if figure is None
+        else f'<div class="chart" data-chart="{name}" role="img" aria-label="{escape(title)}"></div>'
+    )
+    return f"<section><h2>{escape(title)}</h2>{body}</section>"
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
+def render_dashboard(data: DashboardData, title: str) -> str:
+    drawn = charts(data)
+    figures = {name: json.loads(plotly.io.to_json(figure)) for name, _, figure in drawn if figure is not None}
     generated = datetime.now(UTC).isoformat(timespec="seconds")
+    cards = "".join(
+        f'<div class="card">{escape(name)}<b>{escape(value)}</b><small>{escape(note)}</small></div>'
+        for name, value, note in _cards(data)
+    )
     return "".join(
         [
             '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
+            f"<title>{escape(title)}</title><style>{STYLE}</style>",
+            # plotly.js from the installed plotly package, inline: the page needs no network.
+            f"<script>{get_plotlyjs()}</script></head><body>",
             f"<h1>{escape(title)}</h1>",
-            f'<div class="meta">Runs: {escape(", ".join(spend.runs) or "none")} · generated {generated} · '
+            f'<div class="meta">Runs: {escape(", ".join(data.runs) or "none")} · generated {generated} · '
             "amounts rounded for display; the ledger keeps full precision</div>",
-            '<div class="cards">',
-            *(f'<div class="card">{escape(name)}<b>{escape(value)}</b></div>' for name, value in cards),
-            '</div><div class="grid">',
-            *(f"<section><h2>{escape(name)}</h2>{chart}</section>" for name, chart in sections),
-            "</div><h2>Spend by day and kind</h2>",
-            _table(["day", "kind", "calls", "USD", "unknown price"], day_rows),
+            f'<div class="cards">{cards}</div><div class="grid">',
+            *(_section(name, chart_title, figure) for name, chart_title, figure in drawn),
+            "</div>",
+            f"<script>window.RELAYBATCH_CHARTS = {_script_json(figures)};{DRAW_SCRIPT}</script>",
             "</body></html>",
         ]
     )
 
 
-def write_dashboard(spend: RunSpend, path: Path, title: str) -> Path:
-    return write_text_atomically(path, render_dashboard(spend, title))
+def write_dashboard(data: DashboardData, path: Path, title: str) -> Path:
+    return write_text_atomically(path, render_dashboard(data, title))

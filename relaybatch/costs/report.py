@@ -244,7 +244,7 @@ def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None
             if begun is not None:
                 latency[_latency_bin((datetime.fromisoformat(at) - begun).total_seconds())] += 1
         if state in ("failed", "uncertain") or (state == "pending" and event.get("detail")):
-            errors[_error_label(event.get("detail"), state)] += 1
+            errors[error_label(event.get("detail"), state)] += 1
     histogram = list(zip(LATENCY_LABELS, latency, strict=True)) if any(latency) else []
     return Activity(sorted(per_minute.items()), histogram, errors.most_common())
 
@@ -252,7 +252,7 @@ def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None
 _STATUS_AND_TYPE = re.compile(r"\b([1-5]\d\d)\s+([a-z_]+)")
 
 
-def _error_label(detail: Any, state: Any) -> str:
+def error_label(detail: Any, state: Any) -> str:
     """A short, stable label for an error message: its status and type, not its free text."""
     text = str(detail or state)
     found = _STATUS_AND_TYPE.search(text)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
+from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import DASHBOARD_NAME, RunSpend, display_usd, load_spend, run_folders
 from relaybatch.errors import UserError
 
@@ -78,10 +79,11 @@ def run_report(
         )
     written = []
     for folder in run_folders(runs_dir, names):
-        own = load_spend(runs_dir, [folder.name], day)
+        own = load_dashboard(runs_dir, [folder.name], day)
         written.append(write_dashboard(own, folder / DASHBOARD_NAME, f"relaybatch: {folder.name}"))
     title = f"relaybatch: {', '.join(spend.runs)}" if spend.runs else "relaybatch"
-    written.append(write_dashboard(spend, dashboards_dir / COMBINED_DASHBOARD_NAME, title))
+    combined = load_dashboard(runs_dir, names, day)
+    written.append(write_dashboard(combined, dashboards_dir / COMBINED_DASHBOARD_NAME, title))
     for path in written:
         console.print(f"dashboard: {path}")
     return written

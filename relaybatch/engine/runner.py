@@ -35,6 +35,7 @@ from relaybatch.engine.spend import BilledCall, ReportsSpend, SpendGuard
 from relaybatch.engine.states import (
     DONE,
     FAILED,
+    LIMITER_EVENT,
     PENDING,
     POLLING,
     SENDING,
@@ -126,12 +127,13 @@ class Execution:
         self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
         self.limiter = limiter
         self.retries = 0
+        self.limiter_recorded: dict[str, Any] | None = None
         self.kinds_at_start = kind_totals(store)
 
     # -- orchestration ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        reporter = asyncio.create_task(self._report()) if self.progress else None
+        reporter = asyncio.create_task(self._report())
         try:
             async with asyncio.TaskGroup() as group:
                 poll_task = group.create_task(self.poller.run())
@@ -150,8 +152,10 @@ class Execution:
         if self.stop.is_set() and self.settings.cancel_remote_on_stop and not self.run_stopped:
             await self.poller.cancel_remote()
             self.writer.flush()
+        last = self.snapshot()
+        self._record_limiter(last)
         if self.progress:
-            self.progress.finish(self.snapshot())
+            self.progress.finish(last)
 
     @property
     def submitting(self) -> bool:
@@ -366,10 +370,25 @@ class Execution:
         )
 
     async def _report(self) -> None:
-        assert self.progress is not None
         while True:
-            self.progress.update(self.snapshot())
+            snapshot = self.snapshot()
+            if self.progress is not None:
+                self.progress.update(snapshot)
+            self._record_limiter(snapshot)
             await asyncio.sleep(REPORT_EVERY_SECONDS)
+
+    def _record_limiter(self, snapshot: Snapshot) -> None:
+        """A checkpoint event when the limit or the 429 count changed, for the dashboard's timeline."""
+        if snapshot.limit_source is None:
+            return
+        figures = {
+            "rpm": snapshot.limit_rpm,
+            "source": snapshot.limit_source,
+            "rate_limited": snapshot.rate_limited,
+        }
+        if figures != self.limiter_recorded:
+            self.limiter_recorded = figures
+            self.store.record_run_event(LIMITER_EVENT, figures)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -22,6 +22,10 @@ PENDING, SENDING, SUBMITTED, POLLING = "pending", "sending", "submitted", "polli
 DONE, FAILED, CANCELLED, UNCERTAIN = "done", "failed", "cancelled", "uncertain"
 SUPERSEDED = "superseded"
 
+# Not an item state: the name of the run-level checkpoint event that records the limiter's limit
+# and 429 count when they change (the dashboard draws them over time).
+LIMITER_EVENT = "limiter"
+
 ALL_STATES = (PENDING, SENDING, SUBMITTED, POLLING, DONE, FAILED, CANCELLED, UNCERTAIN, SUPERSEDED)
 # Nothing more will happen to these items in this execution (a progress bar counts them as finished).
 TERMINAL_STATES = frozenset({DONE, FAILED, CANCELLED, UNCERTAIN, SUPERSEDED})

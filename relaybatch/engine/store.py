@@ -458,6 +458,15 @@ class CheckpointStore:
             totals[(job, str(model))] = totals.get((job, str(model)), Decimal(0)) + Decimal(usd)
         return totals
 
+    def record_run_event(self, state: str, detail: dict[str, Any]) -> None:
+        """A run-level event, not an item's (key ""): e.g. the limiter's limit and 429s so far,
+        which the dashboard draws over time."""
+        with transaction(self.db.conn):
+            self.db.execute(
+                "insert into events (key, state, detail, at) values ('', ?, ?, ?)",
+                [state, json.dumps(detail), now_text()],
+            )
+
     def iter_events(self) -> Iterator[dict[str, Any]]:
         """Every event in order, with its item's kind, streamed."""
         cursor = self.db.conn.execute(

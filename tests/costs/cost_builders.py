@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -69,20 +70,30 @@ def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
 
 
 def write_checkpoint_events(run_dir: Path, count: int = 20) -> None:
-    """A checkpoint file with the two tables the report reads: items (kind) and events."""
+    """A checkpoint file with what the report reads: items (kind, state), the run's settings,
+    item events and the limiter's run-level events."""
     connection = sqlite3.connect(run_dir / "checkpoint.sqlite")
     with connection:
-        connection.execute("create table items (key text primary key, kind text)")
+        connection.execute("create table items (key text primary key, kind text, state text)")
+        connection.execute("create table runs (name text, settings text, stop_reason text)")
+        connection.execute("insert into runs values ('demo', '{\"budget_usd\": \"2.00\"}', null)")
         connection.execute(
             "create table events (id integer primary key, key text, state text, detail text, at text)"
         )
+        for minute, rpm, rate_limited in ((0, 600, 0), (1, 118.8, 1), (2, 118.8, 2)):
+            detail = json.dumps({"rpm": rpm, "source": "429", "rate_limited": rate_limited})
+            connection.execute(
+                "insert into events (key, state, detail, at) values ('', 'limiter', ?, ?)",
+                (detail, (START + timedelta(minutes=minute)).isoformat()),
+            )
         for index in range(count):
             key, sent = f"key{index:03d}", START + timedelta(minutes=index // 3)
             finished = sent + timedelta(seconds=0.3 * (index % 5 + 1))
             end_state, detail = (
                 ("failed", "429 rate_limit_error: slow down") if index % 7 == 0 else ("done", None)
             )
-            connection.execute("insert into items values (?, ?)", (key, "chat" if index % 2 else "image"))
+            kind = "chat" if index % 2 else "image"
+            connection.execute("insert into items values (?, ?, ?)", (key, kind, end_state))
             connection.execute(
                 "insert into events (key, state, detail, at) values (?, 'sending', null, ?)",
                 (key, sent.isoformat()),

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from cost_builders import fill_cost_store, write_checkpoint_events
+from cost_builders import fill_cost_store, sample_rows, write_checkpoint_events
 from PIL import Image
 
-from relaybatch.costs import load_spend
 from relaybatch.costs.dashboard import PALETTE, write_dashboard
+from relaybatch.costs.dashboard_data import load_dashboard
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -25,9 +28,24 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
     "--disable-dev-shm-usage",
     "--hide-scrollbars",
-    "--window-size=1400,1800",
+    "--window-size=1400,2400",
+    # Timers and promises run to the end before the DOM is dumped or the screenshot taken.
+    "--virtual-time-budget=15000",
+    "--enable-logging=stderr",
+    "--v=0",
 ]
-CHARTS = ("spend-over-time", "spend-by-model", "spend-by-job", "throughput", "latency", "errors")
+CHARTS = (
+    "spend-over-time",
+    "tokens-over-time",
+    "spend-by-model",
+    "spend-by-job",
+    "latency",
+    "errors",
+    "limiter",
+    "throughput",
+    "run-state",
+    "budget",
+)
 
 
 def _processes_using(marker: str) -> list[int]:
@@ -43,7 +61,7 @@ def _processes_using(marker: str) -> list[int]:
     return found
 
 
-def run_chromium(chromium: Path, profile: Path, *args: str) -> str:
+def run_chromium(chromium: Path, profile: Path, *args: str) -> tuple[str, str]:
     """Run Chromium once in its own session; whatever it leaves behind is stopped by pid."""
     command = [str(chromium), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
     process = subprocess.Popen(
@@ -58,7 +76,7 @@ def run_chromium(chromium: Path, profile: Path, *args: str) -> str:
         for pid in _processes_using(str(profile)):
             os.kill(pid, signal.SIGKILL)
     assert process.returncode == 0, errors[-2000:]
-    return output
+    return output, errors
 
 
 def _wait_until_gone(marker: str) -> list[int]:
@@ -76,21 +94,71 @@ def dashboard(tmp_path: Path) -> Path:
     run_dir.mkdir(parents=True)
     fill_cost_store(run_dir)
     write_checkpoint_events(run_dir)
-    spend = load_spend(tmp_path / "runs", ["demo"])
-    return write_dashboard(spend, run_dir / "dashboard.html", "relaybatch: demo")
+    data = load_dashboard(tmp_path / "runs", ["demo"])
+    return write_dashboard(data, run_dir / "dashboard.html", "relaybatch: demo")
+
+
+def fill_amounts() -> list[Any]:
+    return [row.cost.usd if row.cost.usd is not None else row.cost.known_usd for row in sample_rows()]
+
+
+def _attributes(dom: str, chart: str) -> dict[str, str]:
+    found = re.search(rf'<div [^>]*data-chart="{chart}"[^>]*>', dom)
+    assert found, chart
+    return dict(re.findall(r'([a-z-]+)="([^"]*)"', found.group(0)))
+
+
+def _figures(html: str) -> dict[str, Any]:
+    found = re.search(r"window\.RELAYBATCH_CHARTS = (\{.*?\});", html, flags=re.S)
+    assert found
+    figures: dict[str, Any] = json.loads(found.group(1).replace("<\\/", "</"))
+    return figures
+
+
+def test_the_page_is_self_contained(dashboard: Path) -> None:
+    html = dashboard.read_text()
+    # Nothing is loaded from elsewhere: no external script, stylesheet, image or font.
+    assert not re.search(r"""<(script|link|img|iframe)[^>]+(src|href)=["']?(https?:)?//""", html)
+    assert "<script>" in html and "Plotly.newPlot" in html
+
+
+def test_the_charts_hold_the_runs_figures(dashboard: Path) -> None:
+    figures = _figures(dashboard.read_text())
+    assert set(figures) == set(CHARTS)
+    amounts = sorted(fill_amounts(), reverse=True)
+    by_model = figures["spend-by-model"]["data"][0]
+    assert by_model["x"] == sorted(by_model["x"], reverse=True)  # largest first
+    assert by_model["y"][0] == "image-model"
+    spend = figures["spend-over-time"]["data"][0]
+    assert spend["y"][-1] == pytest.approx(float(sum(amounts)))
+    assert spend["text"][-1] == "$0.544840"
+    assert len(spend["x"]) == 20 and spend["x"][0].startswith("2026-11-20T10:00:00")
+    latency = {
+        trace["name"]: dict(zip(trace["x"], trace["y"], strict=True)) for trace in figures["latency"]["data"]
+    }
+    assert set(latency) == {"p50", "p90", "p99"}
+    assert latency["p50"]["chat"] <= latency["p90"]["chat"] <= latency["p99"]["chat"]
+    assert latency["p99"]["chat"] == pytest.approx(0.8, rel=0.05)  # sample latencies 0.2 to 0.8 s
+    errors = figures["errors"]["data"]
+    assert [trace["name"] for trace in errors] == ["429 rate_limit_error"]
+    assert sum(errors[0]["y"]) == 3
+    limiter = figures["limiter"]["data"]
+    assert limiter[0]["y"] == [600, 118.8, 118.8]
+    assert sum(limiter[1]["y"]) == 2
 
 
 def test_dashboard_charts_draw_in_headless_chromium(chromium: Path, dashboard: Path, tmp_path: Path) -> None:
     profile = tmp_path / "chromium-profile"
-    html = dashboard.read_text()
-    assert "http://" not in html and "https://" not in html and "<script" not in html
 
-    dom = run_chromium(chromium, profile, "--dump-dom", dashboard.as_uri())
+    dom, log = run_chromium(chromium, profile, "--dump-dom", dashboard.as_uri())
+
+    assert 'data-charts-drawn="10"' in dom, log[-3000:]
+    assert "data-errors=" not in dom
+    assert "Uncaught" not in log and ":ERROR:CONSOLE" not in log, log[-3000:]
     for chart in CHARTS:
-        assert f'data-chart="{chart}"' in dom, chart
-    assert dom.count('class="bar"') >= 10
-    assert dom.count('class="point"') == 20
-    assert 'data-empty="true"' not in dom
+        attributes = _attributes(dom, chart)
+        assert int(attributes.get("data-drawn-points", "0")) > 0, (chart, attributes)
+    assert int(_attributes(dom, "spend-over-time")["data-drawn-points"]) >= 20
 
     screenshot = tmp_path / "dashboard.png"
     run_chromium(chromium, profile, f"--screenshot={screenshot}", dashboard.as_uri())

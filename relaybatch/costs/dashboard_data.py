@@ -1,0 +1,258 @@
+"""What the dashboard draws, read from run folders with memory flat in the run's size.
+
+Charges come from each cost store (``CostStore.records``), activity from each checkpoint store
+(``CheckpointStore.iter_events``, its item counts and its run settings). Everything over time is
+summed into time buckets that widen (1 s, 10 s, 1 min, 10 min, 1 h, 1 day) once a run would need
+more than ``MAX_BUCKETS``; latency percentiles come from a log-scale histogram per kind (each bin
+5% wide, so a percentile is within 5% of the exact one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from relaybatch.costs.ledger import CostStore, budget_amount, known_amount
+from relaybatch.costs.report import (
+    CHECKPOINT_NAME,
+    COST_STORE_NAME,
+    error_label,
+    run_folders,
+    store_folders,
+)
+from relaybatch.engine.states import LIMITER_EVENT
+
+MAX_BUCKETS = 1000
+BUCKET_SECONDS = (1, 10, 60, 600, 3600, 86400)
+LATENCY_BIN_GROWTH = 1.05
+PERCENTILES = (50, 90, 99)
+MAX_ERROR_SERIES = 8
+
+INPUT_TOKENS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "input_image_tokens",
+)
+OUTPUT_TOKENS = ("output_tokens", "reasoning_tokens", "output_image_tokens")
+
+
+def _moment(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class TimeBuckets:
+    """Values summed (or, with ``last=True``, the last value kept) per time bucket."""
+
+    def __init__(self, last: bool = False) -> None:
+        self.last = last
+        self.step = 0
+        self.buckets: dict[int, dict[str, Any]] = {}
+
+    @property
+    def seconds(self) -> int:
+        return BUCKET_SECONDS[self.step]
+
+    def add(self, at: datetime, values: Mapping[str, Any]) -> None:
+        start = int(at.timestamp()) // self.seconds * self.seconds
+        bucket = self.buckets.setdefault(start, {})
+        self._merge(bucket, values)
+        while len(self.buckets) > MAX_BUCKETS and self.step < len(BUCKET_SECONDS) - 1:
+            self._widen()
+
+    def _merge(self, bucket: dict[str, Any], values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            bucket[name] = value if self.last else bucket.get(name, 0) + value
+
+    def _widen(self) -> None:
+        self.step += 1
+        old, self.buckets = self.buckets, {}
+        for start in sorted(old):
+            merged = self.buckets.setdefault(start // self.seconds * self.seconds, {})
+            self._merge(merged, old[start])
+
+    def series(self) -> list[tuple[str, dict[str, Any]]]:
+        """(bucket start as ISO UTC, values) in time order."""
+        return [
+            (datetime.fromtimestamp(start, UTC).isoformat(timespec="seconds"), values)
+            for start, values in sorted(self.buckets.items())
+        ]
+
+    def cumulative(self, *names: str) -> list[tuple[str, dict[str, Any]]]:
+        totals: dict[str, Any] = dict.fromkeys(names, 0)
+        points = []
+        for moment, values in self.series():
+            for name in names:
+                totals[name] += values.get(name, 0)
+            points.append((moment, dict(totals)))
+        return points
+
+
+class LatencyHistogram:
+    """Counts per log-scale bin: percentiles within 5%, memory a few hundred bins per kind."""
+
+    def __init__(self) -> None:
+        self.bins: Counter[int] = Counter()
+        self.count = 0
+
+    def add(self, seconds: float) -> None:
+        self.bins[math.floor(math.log(max(seconds, 1e-4), LATENCY_BIN_GROWTH))] += 1
+        self.count += 1
+
+    def percentile(self, percent: float) -> float:
+        rank, seen = percent / 100 * self.count, 0
+        for index in sorted(self.bins):
+            seen += self.bins[index]
+            if seen >= rank:
+                return float(LATENCY_BIN_GROWTH ** (index + 0.5))  # the bin's middle (geometric)
+        return 0.0
+
+
+@dataclass
+class DashboardData:
+    """Everything the dashboard shows for one or more runs."""
+
+    runs: list[str]
+    spend: TimeBuckets = field(default_factory=TimeBuckets)  # usd, input, output tokens, calls
+    by_model: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    by_job: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    latency: dict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
+    errors: TimeBuckets = field(default_factory=TimeBuckets)
+    error_totals: Counter[str] = field(default_factory=Counter)
+    limiter: TimeBuckets = field(default_factory=lambda: TimeBuckets(last=True))
+    finished: TimeBuckets = field(default_factory=TimeBuckets)
+    states: Counter[str] = field(default_factory=Counter)
+    known_usd: Decimal = Decimal(0)
+    unknown_usd: Decimal = Decimal(0)  # price or outcome unknown: the worst case beyond the known part
+    unpriced_calls: int = 0
+    calls: int = 0
+    budget_usd: Decimal | None = None
+    stopped: list[str] = field(default_factory=list)
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.known_usd + self.unknown_usd
+
+    def ranked(self, totals: Mapping[str, Decimal]) -> list[tuple[str, Decimal]]:
+        """Largest first; ties by name."""
+        return sorted(totals.items(), key=lambda pair: (-pair[1], pair[0]))
+
+    def percentiles(self) -> dict[str, dict[int, float]]:
+        return {
+            kind: {p: histogram.percentile(p) for p in PERCENTILES}
+            for kind, histogram in sorted(self.latency.items())
+            if histogram.count
+        }
+
+    def error_series(self) -> list[str]:
+        """The error types drawn one by one; the rest are summed as "other"."""
+        return [label for label, _ in self.error_totals.most_common(MAX_ERROR_SERIES)]
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def add_charge(self, record: Mapping[str, Any]) -> None:
+        at = _moment(str(record.get("charged_at")))
+        if at is None:
+            return
+        self.calls += 1
+        # The report's rule: the known part, and the worst case still held beyond it for a call
+        # whose price or outcome is unknown; together what the budget counts.
+        known = known_amount(record)
+        unknown = budget_amount(record) - known
+        self.known_usd += known
+        self.unknown_usd += unknown
+        usd = known + unknown
+        self.unpriced_calls += 0 if record.get("priced") else 1
+        tokens_in = sum(int(record.get(name) or 0) for name in INPUT_TOKENS)
+        tokens_out = sum(int(record.get(name) or 0) for name in OUTPUT_TOKENS)
+        self.spend.add(at, {"usd": usd, "input": tokens_in, "output": tokens_out, "calls": 1})
+        self.by_model[str(record.get("model") or "-")] += usd
+        self.by_job[f"{record.get('run')} / {record.get('job')}"] += usd
+        if record.get("latency_seconds") is not None:
+            self.latency[str(record.get("kind") or "-")].add(float(record["latency_seconds"]))
+
+    def add_event(self, event: Mapping[str, Any]) -> None:
+        at, state = _moment(str(event.get("at"))), event.get("state")
+        if at is None:
+            return
+        if state == LIMITER_EVENT:
+            detail = json.loads(event.get("detail") or "{}")
+            self.limiter.add(at, {"rpm": detail.get("rpm"), "rate_limited": detail.get("rate_limited", 0)})
+            return
+        if state in ("done", "failed", "cancelled", "uncertain"):
+            self.finished.add(at, {"items": 1})
+        if state in ("failed", "uncertain") or (state == "pending" and event.get("detail")):
+            label = error_label(event.get("detail"), state)
+            self.error_totals[label] += 1
+            self.errors.add(at, {label: 1})
+
+
+def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None) -> None:
+    if not checkpoint.exists():
+        return
+    from relaybatch.engine.store import CheckpointStore
+
+    cutoff = since.isoformat() if since else ""
+    store = CheckpointStore.open_read_only(checkpoint)
+    try:
+        for event in store.iter_events():
+            if str(event.get("at") or "")[:10] >= cutoff:
+                data.add_event(event)
+        data.states.update(store.count_by_state())
+        budget = store.run_settings().get("budget_usd")
+        if budget is not None:
+            data.budget_usd = (data.budget_usd or Decimal(0)) + Decimal(budget)
+        stopped = store.stop_reason()
+        if stopped:
+            data.stopped.append(stopped)
+    except sqlite3.Error:
+        return  # an older or newer checkpoint layout: activity is best effort, spend is not
+    finally:
+        store.close()
+
+
+def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> None:
+    if not cost_store.exists():
+        return
+    cutoff = since.isoformat() if since else ""
+    store = CostStore(cost_store)
+    try:
+        for record in store.records():
+            if str(record.get("charged_at") or "")[:10] >= cutoff:
+                data.add_charge(record)
+    finally:
+        store.close()
+
+
+def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = None) -> DashboardData:
+    """The dashboard's data for the named runs (every run when none is named)."""
+    folders = run_folders(runs_dir, names)
+    data = DashboardData([folder.name for folder in folders])
+    for folder in folders:
+        for stores in store_folders(folder):
+            _add_costs(data, stores / COST_STORE_NAME, since)
+            _add_checkpoint(data, stores / CHECKPOINT_NAME, since)
+    return data
+
+
+def dashboard_of(records: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> DashboardData:
+    """The data of charges and events given directly (tests, one-off pages)."""
+    data = DashboardData([])
+    for record in records:
+        data.add_charge(record)
+    for event in events:
+        data.add_event(event)
+    return data
