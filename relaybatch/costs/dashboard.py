@@ -12,6 +12,7 @@ decimal, rounded to six places for display.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -48,7 +49,7 @@ section { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; paddi
 DRAW_SCRIPT = """
 window.addEventListener("error", (e) => { document.body.dataset.errors =
   (document.body.dataset.errors || "") + (e.message || "error") + "\\n"; });
-const config = {displaylogo: false, responsive: true};
+const config = {displaylogo: false, responsive: true, displayModeBar: false};
 Promise.all(Object.entries(window.RELAYBATCH_CHARTS).map(([name, figure]) =>
   Plotly.newPlot(document.querySelector(`[data-chart="${name}"]`), figure.data, figure.layout, config)
 )).then((charts) => {
@@ -71,9 +72,9 @@ def _float(value: Decimal | int | float | None) -> float | None:
 def _layout(**extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "template": "plotly_white",
-        "margin": {"l": 60, "r": 20, "t": 10, "b": 40},
+        "margin": {"l": 60, "r": 20, "t": 30, "b": 40},
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.18},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         "colorway": list(PALETTE),
         "font": {"family": "system-ui, sans-serif", "size": 12},
     }
@@ -156,7 +157,7 @@ def latency_percentiles(data: DashboardData) -> go.Figure | None:
     ]
     return go.Figure(
         traces,
-        _layout(barmode="group", yaxis={"title": "seconds (send to answer)", "rangemode": "tozero"}),
+        _layout(barmode="group", yaxis={"title": "seconds (request to answer)", "rangemode": "tozero"}),
     )
 
 
@@ -183,7 +184,7 @@ def errors_over_time(data: DashboardData) -> go.Figure | None:
 
 
 def limiter_over_time(data: DashboardData) -> go.Figure | None:
-    series = data.limiter.series()
+    series = data.limiter_series()
     if not series:
         return None
     times = [moment for moment, _ in series]
@@ -204,7 +205,14 @@ def limiter_over_time(data: DashboardData) -> go.Figure | None:
         _layout(
             xaxis=TIME_AXIS,
             yaxis={"title": "requests per minute", "rangemode": "tozero"},
-            yaxis2={"title": "429s", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+            yaxis2={
+                "title": "429s",
+                "overlaying": "y",
+                "side": "right",
+                "range": [0, max(1, *new_429s) * 1.1],
+                "dtick": max(1, math.ceil(max(new_429s) / 5)),
+                "showgrid": False,
+            },
         ),
     )
 

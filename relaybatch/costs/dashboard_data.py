@@ -141,6 +141,7 @@ class DashboardData:
     calls: int = 0
     budget_usd: Decimal | None = None
     stopped: list[str] = field(default_factory=list)
+    last_at: datetime | None = None  # the latest charge or event: where the timelines end
 
     @property
     def total_usd(self) -> Decimal:
@@ -167,6 +168,7 @@ class DashboardData:
         at = _moment(str(record.get("charged_at")))
         if at is None:
             return
+        self._seen(at)
         self.calls += 1
         # The report's rule: the known part, and the worst case still held beyond it for a call
         # whose price or outcome is unknown; together what the budget counts.
@@ -184,10 +186,24 @@ class DashboardData:
         if record.get("latency_seconds") is not None:
             self.latency[str(record.get("kind") or "-")].add(float(record["latency_seconds"]))
 
+    def _seen(self, at: datetime) -> None:
+        if self.last_at is None or at > self.last_at:
+            self.last_at = at
+
+    def limiter_series(self) -> list[tuple[str, dict[str, Any]]]:
+        """The limit over time, held to the run's last moment (a limit learned once is one event)."""
+        series = self.limiter.series()
+        if series and self.last_at is not None:
+            end = self.last_at.astimezone(UTC).isoformat(timespec="seconds")
+            if end > series[-1][0]:
+                series.append((end, dict(series[-1][1])))
+        return series
+
     def add_event(self, event: Mapping[str, Any]) -> None:
         at, state = _moment(str(event.get("at"))), event.get("state")
         if at is None:
             return
+        self._seen(at)
         if state == LIMITER_EVENT:
             detail = json.loads(event.get("detail") or "{}")
             self.limiter.add(at, {"rpm": detail.get("rpm"), "rate_limited": detail.get("rate_limited", 0)})

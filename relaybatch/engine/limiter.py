@@ -170,7 +170,8 @@ class AdaptiveTokenBucket:
         hints = read_server_hints(headers)
         reported = _reported_rpm(hints, rate_limit)
         if reported is not None:
-            self._learned_from = "429" if status == 429 else "headers"
+            if self._learned != reported * SAFETY_FACTOR:  # a new limit: remember who said so
+                self._learned_from = "429" if status == 429 else "headers"
             self._learn(reported)
         remaining = hints.remaining_requests
         if status == 429:
