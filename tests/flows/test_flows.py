@@ -55,8 +55,13 @@ async def test_a_run_leaves_progress_and_summary_artifacts_and_no_key(
     artifacts = await _artifacts_of(state.state_details.flow_run_id)
     by_type = {artifact["type"]: artifact for artifact in artifacts}
     assert by_type["progress"]["data"] == 100.0
+    progress = by_type["progress"]["description"]
+    for part in ("6 of 6 items finished", "elapsed ", "items/s", "spent 0.", "errors: none", "limit "):
+        assert part in progress, progress
     summary = by_type["markdown"]["data"]
-    assert "| done | 6 |" in summary and "colours.parquet" in summary
+    assert "| done | 6 |" in summary and "## Timings" in summary and "| execute |" in summary
+    results = (tmp_path / "runs" / "colours" / "results" / "colours.parquet").resolve()
+    assert f"- `{results}`" in summary and "file://" not in summary  # a path as text, not a link
     tables = [artifact["data"] for artifact in artifacts if artifact["type"] == "table"]
     assert any('"done": 6' in table for table in tables)  # items per job and state
     assert any('"usd": "0.' in table for table in tables)  # spend by job and model

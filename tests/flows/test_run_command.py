@@ -75,3 +75,26 @@ def test_an_ambiguous_price_stops_before_sending_and_provider_resolves_it(tmp_pa
     assert done.exit_code == 0, done.output
     assert "items: done 2 (2 new)" in done.output
     assert emulator.request_count("POST", "/v1/chat/completions") == chats_before + 2
+
+
+def test_with_a_server_the_flow_run_gets_the_gateway_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flow run's base_url parameter is the gateway used, also when it came from the environment."""
+    import relaybatch.cli as cli
+
+    seen: dict[str, object] = {}
+
+    def flow_run(manifest: Path, **parameters: object) -> object:
+        seen.update(parameters)
+        raise cli.UserError("stopped here by the test")
+
+    monkeypatch.setattr(cli, "_run_as_flow_run", flow_run)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    monkeypatch.setenv("RELAYBATCH_BASE_URL", "http://gateway.example")
+    monkeypatch.setenv("RELAYBATCH_API_KEY", "rb-demo-key")
+
+    result = CliRunner().invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
+
+    assert result.exit_code == 1 and "stopped here by the test" in result.output
+    assert seen["base_url"] == "http://gateway.example"
