@@ -1,4 +1,4 @@
-"""Small readers for request bodies: each failure names the field, and becomes a 400."""
+"""Small readers for request bodies: each failure is an InvalidRequest naming the field (a 400)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,23 @@ import json
 from typing import Any
 
 from relaybatch.emulator.codecs import fast_json
-
-
-class BadRequest(ValueError):
-    """A malformed request; the message names the field and goes into the 400 body."""
+from relaybatch.emulator.problems import InvalidRequest
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = fast_json.loads(raw)
     except ValueError:
-        raise BadRequest("the body is not valid JSON") from None
+        raise InvalidRequest("the body is not valid JSON") from None
     if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
+        raise InvalidRequest("the body must be a JSON object")
     return body
 
 
 def required_str(body: dict[str, Any], name: str) -> str:
     value = body.get(name)
     if not isinstance(value, str) or not value:
-        raise BadRequest(f"'{name}' is required and must be a non-empty string")
+        raise InvalidRequest(f"'{name}' is required and must be a non-empty string")
     return value
 
 
@@ -34,7 +31,7 @@ def optional_int(body: dict[str, Any], name: str, minimum: int = 1) -> int | Non
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise BadRequest(f"'{name}' must be an integer >= {minimum}")
+        raise InvalidRequest(f"'{name}' must be an integer >= {minimum}")
     return value
 
 
@@ -43,7 +40,7 @@ def optional_number(body: dict[str, Any], name: str, low: float, high: float) ->
     if value is None:
         return None
     if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-        raise BadRequest(f"'{name}' must be a number from {low:g} to {high:g}")
+        raise InvalidRequest(f"'{name}' must be a number from {low:g} to {high:g}")
     return float(value)
 
 
@@ -52,7 +49,7 @@ def optional_bool(body: dict[str, Any], name: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise BadRequest(f"'{name}' must be true or false")
+        raise InvalidRequest(f"'{name}' must be true or false")
     return value
 
 
@@ -61,14 +58,14 @@ def object_list(body: dict[str, Any], name: str, *, required: bool) -> list[dict
     if value is None and not required:
         return []
     if not isinstance(value, list) or (required and not value):
-        raise BadRequest(
+        raise InvalidRequest(
             f"'{name}' is required and must be a non-empty array"
             if required
             else f"'{name}' must be an array"
         )
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise BadRequest(f"'{name}[{index}]' must be an object")
+            raise InvalidRequest(f"'{name}[{index}]' must be an object")
     return value
 
 
@@ -94,6 +91,6 @@ def text_of(content: Any, where: str) -> str:
                 elif "input" in part or "arguments" in part or "output" in part:
                     pieces.append(json.dumps(part, sort_keys=True))
             else:
-                raise BadRequest(f"'{where}[{index}]' must be a string or an object")
+                raise InvalidRequest(f"'{where}[{index}]' must be a string or an object")
         return "\n".join(pieces)
-    raise BadRequest(f"'{where}' must be a string or an array of content parts")
+    raise InvalidRequest(f"'{where}' must be a string or an array of content parts")

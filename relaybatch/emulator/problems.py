@@ -1,4 +1,4 @@
-"""The one exception the media validators raise: a refusal naming the offending field."""
+"""The one exception every route's validators raise: a refusal naming the offending field."""
 
 from __future__ import annotations
 

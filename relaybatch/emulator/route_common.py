@@ -6,7 +6,6 @@ Starlette app's state, so each app has its own, exactly as it has its own accoun
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -14,11 +13,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from relaybatch.emulator import parsing
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.route_settings import RouteSettings, parse_route_settings
-from relaybatch.emulator.state import Account, EmulatorState
+from relaybatch.emulator.state import Account, EmulatorState, request_body
 
 
 def emulator_state(request: Request) -> EmulatorState:
@@ -40,15 +40,8 @@ def new_id(prefix: str) -> str:
 
 
 async def json_object(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object, or InvalidRequest."""
-    raw = await request.body()
-    try:
-        body = json.loads(raw) if raw else None
-    except ValueError:
-        raise InvalidRequest("the request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    return body
+    """The request body (as the middleware read it) as a JSON object, or InvalidRequest."""
+    return parsing.json_object(await request_body(request))
 
 
 def invalid(problem: InvalidRequest) -> Response:

@@ -8,14 +8,8 @@ from typing import Any
 
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.codecs.sse import pieces, sse
-from relaybatch.emulator.parsing import (
-    BadRequest,
-    object_list,
-    optional_int,
-    optional_number,
-    required_str,
-    text_of,
-)
+from relaybatch.emulator.parsing import object_list, optional_int, optional_number, required_str, text_of
+from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.text.answer import Answer
 from relaybatch.emulator.text.synth import ChatRequest, ChatTurn, ToolSpec
 
@@ -27,13 +21,15 @@ def _tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
     for index, tool in enumerate(object_list(body, "tools", required=False)):
         function = tool.get("function")
         if tool.get("type") != "function" or not isinstance(function, dict):
-            raise BadRequest(f"'tools[{index}]' must be {{type: function, function: {{name, parameters}}}}")
+            raise InvalidRequest(
+                f"'tools[{index}]' must be {{type: function, function: {{name, parameters}}}}"
+            )
         name = function.get("name")
         if not isinstance(name, str) or not name:
-            raise BadRequest(f"'tools[{index}].function.name' is required")
+            raise InvalidRequest(f"'tools[{index}].function.name' is required")
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(parameters, dict):
-            raise BadRequest(f"'tools[{index}].function.parameters' must be a JSON-schema object")
+            raise InvalidRequest(f"'tools[{index}].function.parameters' must be a JSON-schema object")
         tools.append(ToolSpec(name, str(function.get("description") or ""), parameters))
     return tuple(tools)
 
@@ -43,7 +39,9 @@ def _tool_choice(value: Any) -> str | None:
         return value
     if isinstance(value, dict) and isinstance(value.get("function"), dict):
         return str(value["function"].get("name"))
-    raise BadRequest("'tool_choice' must be 'auto', 'none', 'required' or {type: function, function: {name}}")
+    raise InvalidRequest(
+        "'tool_choice' must be 'auto', 'none', 'required' or {type: function, function: {name}}"
+    )
 
 
 def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
@@ -52,7 +50,9 @@ def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
     for index, message in enumerate(object_list(body, "messages", required=True)):
         role = message.get("role")
         if role not in ("system", "developer", "user", "assistant", "tool", "function"):
-            raise BadRequest(f"'messages[{index}].role' must be system, developer, user, assistant or tool")
+            raise InvalidRequest(
+                f"'messages[{index}].role' must be system, developer, user, assistant or tool"
+            )
         text = text_of(message.get("content"), f"messages[{index}].content")
         if message.get("tool_calls"):
             text += json.dumps(message["tool_calls"], sort_keys=True)

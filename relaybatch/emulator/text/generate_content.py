@@ -11,7 +11,8 @@ from typing import Any
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.codecs import fast_json
 from relaybatch.emulator.codecs.sse import pieces, sse
-from relaybatch.emulator.parsing import BadRequest, object_list, optional_int, optional_number, text_of
+from relaybatch.emulator.parsing import object_list, optional_int, optional_number, text_of
+from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.text.answer import Answer
 from relaybatch.emulator.text.synth import ChatRequest, ChatTurn, ToolSpec
 
@@ -31,15 +32,15 @@ SUPPORTED_MIME_TYPES = {
 def _inline_data(part: dict[str, Any], where: str) -> None:
     inline = part["inlineData"]
     if not isinstance(inline, dict):
-        raise BadRequest(f"'{where}.inlineData' must be an object with mimeType and data")
+        raise InvalidRequest(f"'{where}.inlineData' must be an object with mimeType and data")
     mime = inline.get("mimeType")
     if mime not in SUPPORTED_MIME_TYPES:
-        raise BadRequest(f"'{where}.inlineData.mimeType' {mime!r} is not supported")
+        raise InvalidRequest(f"'{where}.inlineData.mimeType' {mime!r} is not supported")
     data = inline.get("data")
     try:
         base64.b64decode(data if isinstance(data, str) else "!", validate=True)
     except (binascii.Error, ValueError):
-        raise BadRequest(f"'{where}.inlineData.data' must be base64") from None
+        raise InvalidRequest(f"'{where}.inlineData.data' must be base64") from None
 
 
 def _turns(body: dict[str, Any]) -> tuple[list[ChatTurn], int]:
@@ -51,12 +52,12 @@ def _turns(body: dict[str, Any]) -> tuple[list[ChatTurn], int]:
     for index, content in enumerate(object_list(body, "contents", required=True)):
         parts = content.get("parts")
         if not isinstance(parts, list) or not parts:
-            raise BadRequest(f"'contents[{index}].parts' must be a non-empty array")
+            raise InvalidRequest(f"'contents[{index}].parts' must be a non-empty array")
         texts = []
         for number, part in enumerate(parts):
             where = f"contents[{index}].parts[{number}]"
             if not isinstance(part, dict):
-                raise BadRequest(f"'{where}' must be an object")
+                raise InvalidRequest(f"'{where}' must be an object")
             if "inlineData" in part:
                 _inline_data(part, where)
                 images += str(part["inlineData"]["mimeType"]).startswith("image/")
@@ -65,10 +66,10 @@ def _turns(body: dict[str, Any]) -> tuple[list[ChatTurn], int]:
             elif "functionCall" in part or "functionResponse" in part:
                 texts.append(json.dumps(part, sort_keys=True))
             else:
-                raise BadRequest(f"'{where}' needs text, inlineData, functionCall or functionResponse")
+                raise InvalidRequest(f"'{where}' needs text, inlineData, functionCall or functionResponse")
         role = content.get("role", "user")
         if role not in ("user", "model", "function", "tool"):
-            raise BadRequest(f"'contents[{index}].role' must be user or model")
+            raise InvalidRequest(f"'contents[{index}].role' must be user or model")
         has_response = any(isinstance(p, dict) and "functionResponse" in p for p in parts)
         turns.append(
             ChatTurn("tool" if has_response else {"model": "assistant"}.get(role, "user"), "\n".join(texts))
@@ -81,7 +82,7 @@ def _tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
     for index, tool in enumerate(object_list(body, "tools", required=False)):
         for number, declaration in enumerate(tool.get("functionDeclarations") or []):
             if not isinstance(declaration, dict) or not isinstance(declaration.get("name"), str):
-                raise BadRequest(f"'tools[{index}].functionDeclarations[{number}].name' is required")
+                raise InvalidRequest(f"'tools[{index}].functionDeclarations[{number}].name' is required")
             schema = declaration.get("parameters") or declaration.get("parametersJsonSchema") or {}
             specs.append(ToolSpec(declaration["name"], str(declaration.get("description") or ""), schema))
     return tuple(specs)
@@ -102,7 +103,7 @@ def _lowercase_types(schema: Any) -> Any:
 def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
     config = body.get("generationConfig") or {}
     if not isinstance(config, dict):
-        raise BadRequest("'generationConfig' must be an object")
+        raise InvalidRequest("'generationConfig' must be an object")
     optional_number(config, "temperature", 0, 2)
     limit = optional_int(config, "maxOutputTokens")
     turns, images = _turns(body)

@@ -8,14 +8,8 @@ from typing import Any
 
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.codecs.sse import pieces, sse
-from relaybatch.emulator.parsing import (
-    BadRequest,
-    object_list,
-    optional_int,
-    optional_number,
-    required_str,
-    text_of,
-)
+from relaybatch.emulator.parsing import object_list, optional_int, optional_number, required_str, text_of
+from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.text.answer import Answer
 from relaybatch.emulator.text.synth import ChatRequest, ChatTurn, ToolSpec
 
@@ -26,7 +20,7 @@ def _tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
     tools = []
     for index, tool in enumerate(object_list(body, "tools", required=False)):
         if not isinstance(tool.get("name"), str):
-            raise BadRequest(f"'tools[{index}].name' is required")
+            raise InvalidRequest(f"'tools[{index}].name' is required")
         schema = tool.get("input_schema") or {"type": "object", "properties": {}}
         tools.append(ToolSpec(tool["name"], str(tool.get("description") or ""), schema))
     return tuple(tools)
@@ -36,14 +30,14 @@ def _tool_choice(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict) or value.get("type") not in ("auto", "any", "tool", "none"):
-        raise BadRequest("'tool_choice' must be {type: auto | any | tool | none}")
+        raise InvalidRequest("'tool_choice' must be {type: auto | any | tool | none}")
     return {"auto": "auto", "any": "required", "none": "none"}.get(value["type"]) or str(value.get("name"))
 
 
 def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
     model = required_str(body, "model")
     if body.get("max_tokens") is None:
-        raise BadRequest("'max_tokens' is required")
+        raise InvalidRequest("'max_tokens' is required")
     limit = optional_int(body, "max_tokens")
     optional_number(body, "temperature", 0, 1)
     turns = []
@@ -52,7 +46,7 @@ def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
     for index, message in enumerate(object_list(body, "messages", required=True)):
         role = message.get("role")
         if role not in ("user", "assistant"):
-            raise BadRequest(f"'messages[{index}].role' must be user or assistant")
+            raise InvalidRequest(f"'messages[{index}].role' must be user or assistant")
         content = message.get("content")
         text = text_of(content, f"messages[{index}].content")
         is_tool_result = isinstance(content, list) and any(

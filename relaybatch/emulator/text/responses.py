@@ -7,7 +7,8 @@ from typing import Any
 
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.codecs.sse import pieces, sse
-from relaybatch.emulator.parsing import BadRequest, optional_int, optional_number, required_str, text_of
+from relaybatch.emulator.parsing import optional_int, optional_number, required_str, text_of
+from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.text.answer import Answer
 from relaybatch.emulator.text.converters import FUNCTION_TOOL_TYPES
 from relaybatch.emulator.text.synth import ChatRequest, ChatTurn, ToolSpec
@@ -50,15 +51,15 @@ def _turns(body: dict[str, Any]) -> list[ChatTurn]:
     if isinstance(items, str):
         return [*turns, ChatTurn("user", items)]
     if not isinstance(items, list) or not items:
-        raise BadRequest("'input' is required: a string or a non-empty array of input items")
+        raise InvalidRequest("'input' is required: a string or a non-empty array of input items")
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            raise BadRequest(f"'input[{index}]' must be an object")
+            raise InvalidRequest(f"'input[{index}]' must be an object")
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
-                raise BadRequest(f"'input[{index}].role' must be user, assistant, system or developer")
+                raise InvalidRequest(f"'input[{index}].role' must be user, assistant, system or developer")
             text = text_of(item.get("content"), f"input[{index}].content")
             turns.append(ChatTurn("system" if role == "developer" else role, text))
         elif kind == "function_call":
@@ -66,22 +67,22 @@ def _turns(body: dict[str, Any]) -> list[ChatTurn]:
         elif kind == "function_call_output":
             turns.append(ChatTurn("tool", text_of(item.get("output"), f"input[{index}].output")))
         else:
-            raise BadRequest(f"'input[{index}].type' {kind!r} is not a supported input item")
+            raise InvalidRequest(f"'input[{index}].type' {kind!r} is not a supported input item")
     return turns
 
 
 def _tools(body: dict[str, Any]) -> tuple[ToolSpec, ...]:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
-        raise BadRequest("'tools' must be an array")
+        raise InvalidRequest("'tools' must be an array")
     specs = []
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict):
-            raise BadRequest(f"'tools[{index}]' must be an object")
+            raise InvalidRequest(f"'tools[{index}]' must be an object")
         if tool.get("type") != "function":
             continue  # hosted tools run upstream; the emulator's answer does not call them
         if not isinstance(tool.get("name"), str):
-            raise BadRequest(f"'tools[{index}].name' is required")
+            raise InvalidRequest(f"'tools[{index}].name' is required")
         parameters = tool.get("parameters") or {"type": "object", "properties": {}}
         specs.append(ToolSpec(tool["name"], str(tool.get("description") or ""), parameters))
     return tuple(specs)

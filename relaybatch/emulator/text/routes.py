@@ -22,7 +22,8 @@ from relaybatch.emulator.codecs.fast_json import JSONResponse
 from relaybatch.emulator.codecs.sse import frames_response
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.errors import ErrorShape, shaped_error
-from relaybatch.emulator.parsing import BadRequest, json_object, optional_bool
+from relaybatch.emulator.parsing import json_object, optional_bool
+from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.state import Account, EmulatorState, request_body, request_body_hash
 from relaybatch.emulator.text import chat, generate_content, messages, responses
 from relaybatch.emulator.text.answer import Answer
@@ -109,12 +110,12 @@ async def handle_text(
         body = json_object(await request_body(request))
         refusal = _refusal_before_parse(fmt, body, converter)
         if refusal:
-            raise BadRequest(refusal)
+            raise InvalidRequest(refusal)
         parsed = fmt.parse(body, path_model)
         stream = stream or optional_bool(body, "stream")
         model = _model(state, account, parsed.model, shape)
         reply = await _reply(request, fmt, model, parsed, body, converter)
-    except BadRequest as error:
+    except InvalidRequest as error:
         return shaped_error(shape, 400, str(error))
     except Refusal as refused:
         return refused.response
