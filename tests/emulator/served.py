@@ -60,7 +60,9 @@ def _read_banner(process: subprocess.Popen[str], reader: list[threading.Thread])
         except queue.Empty:
             break
         if line is None:
-            raise AssertionError(f"emulator serve ended at start: {seen}")
+            process.wait(timeout=15)
+            stderr = process.stderr.read() if process.stderr is not None else ""
+            raise AssertionError(f"emulator serve ended at start ({process.returncode}): {seen} {stderr}")
         seen.append(line)
         if line == BANNER_END:
             return seen
