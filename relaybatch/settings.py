@@ -20,6 +20,7 @@ from relaybatch.errors import UserError
 from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.gateway.routes import RouteSettings
 from relaybatch.gateway.timeouts import ClientTimeouts
+from relaybatch.telemetry.settings import TelemetrySettings
 
 # The key the shipped emulator configuration (configs/emulator.yaml) grants to its demo account.
 EMULATOR_DEMO_KEY = "rb-demo-key"
@@ -50,6 +51,11 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description="Off a terminal (cron, CI, a log file), seconds between two progress lines of a run.",
+    )
+    telemetry: TelemetrySettings = Field(
+        default_factory=TelemetrySettings,
+        description="Optional metrics and traces: otlp_endpoint, prometheus_port, prometheus_textfile "
+        "(all off by default).",
     )
     timeouts: ClientTimeouts = Field(
         default_factory=ClientTimeouts,

@@ -130,6 +130,11 @@ class RunSpendGuard:
         budget = self.budget
         return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit)
 
+    def reserved_for(self, key: str) -> Decimal | None:
+        """The worst case held for a call in flight (telemetry puts it on the request's span)."""
+        with self._lock:
+            return self._started.get(key, (None, None))[1]
+
     def commit(self) -> None:
         """Make every reservation, charge and release so far durable (one transaction)."""
         with self._lock:

@@ -18,7 +18,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, export_results, progress_for
+from relaybatch.engine import (
+    AdaptiveTokenBucket,
+    CheckpointStore,
+    ProgressReporter,
+    export_results,
+    progress_for,
+)
 from relaybatch.errors import UserError
 from relaybatch.run.assemble import (
     ExecuteResult,
@@ -80,6 +86,7 @@ async def execute_run(
     the same way before the cancellation goes on.
     """
     from relaybatch.settings import Settings
+    from relaybatch.telemetry import open_telemetry
 
     stop = asyncio.Event()
     try:
@@ -87,9 +94,14 @@ async def execute_run(
             paths, base_url=base_url, shared_limit=shared_limit, cancel_remote_on_stop=cancel_remote_on_stop
         ) as run:
             _RUNNING[paths.checkpoint] = run.bucket
+            settings = Settings()
+            telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
             try:
                 # A live table for a person at a terminal; a line every few seconds in logs and CI.
-                progress = progress_for(sys.stderr, Settings().progress_every_seconds)
+                progress: ProgressReporter = progress_for(sys.stderr, settings.progress_every_seconds)
+                if telemetry is not None:  # spans around each billed request, gauges from progress
+                    run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
+                    progress = telemetry.watch_progress(progress)
                 work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
                 with stop_on_signals(stop, work) as signalled:
                     try:
@@ -113,6 +125,8 @@ async def execute_run(
                         raise
             finally:
                 _RUNNING.pop(paths.checkpoint, None)
+                if telemetry is not None:
+                    telemetry.close()
         return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
     except UserError as error:
         return refused_before_sending(paths, error)
