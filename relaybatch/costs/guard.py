@@ -110,6 +110,9 @@ class RunSpendGuard:
         with self._lock:
             started, worst = self._started.pop(call.key, (None, None))
         latency = None if started is None else time.monotonic() - started
+        answered_in = getattr(call, "latency_ms", None)  # BilledCall has it once the answer came
+        if answered_in is not None:
+            latency = answered_in / 1000.0  # the engine's send-to-answer: the results' figure
         usage, cost = self._cost(call, result, self._prices(call))
         row = self._row(call, result, usage, cost, worst, latency)
         with self._lock:

@@ -116,6 +116,7 @@ _ITEM_COLUMNS = [
     "result",
     "remote_id",
     "latency_ms",
+    "limiter_wait_ms",
     "attempts",
     "last_error",
     "cost_usd",

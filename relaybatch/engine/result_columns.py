@@ -213,7 +213,9 @@ RESULT_COLUMNS = [
     Column("usage", pa.struct([]), _result_key("usage")),  # typed per job: usage_type()
 ]
 RUN_COLUMNS = [
+    # Send-to-answer of the request that succeeded; the limiter wait before it is its own column.
     Column("latency_ms", pa.float64(), lambda item, result: item.get("latency_ms"), False),
+    Column("limiter_wait_ms", pa.float64(), lambda item, result: item.get("limiter_wait_ms"), False),
     Column("attempts", pa.int64(), lambda item, result: item["attempts"], False),
     Column(
         "error",

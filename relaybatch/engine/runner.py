@@ -47,6 +47,7 @@ from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_tex
 from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
 from relaybatch.gateway.retry import RetryPolicy, retry_delay
+from relaybatch.gateway.sending import SEND_TIMING, SendTiming
 
 Hook = Callable[[str, str], None]
 """Called as hook(point, item_key) at each step; points, in order for a billed create: reserved
@@ -246,6 +247,8 @@ class Execution:
         self.hook("sending_committed", row.key)
         self.sent += 1
         started = time.monotonic()
+        timing = SendTiming()
+        SEND_TIMING.set(timing)  # this worker task's context: the client records into it
         try:
             outcome = await calls.submit(self.client, row.request, MediaFiles(self.run_dir, row.key))
         except GatewayError as error:
@@ -265,12 +268,17 @@ class Execution:
             await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
             return
         self.hook("answered", row.key)
-        latency_ms = (time.monotonic() - started) * 1000.0
-        cost = self._settle(call, outcome.result)
+        # One definition (docs/costs.md): send-to-answer of the request that succeeded; the time
+        # spent waiting for the limiter is its own figure. Both ride in the result, so the ledger
+        # row and the results row show the same numbers.
+        latency_ms = (time.monotonic() - (timing.last_sent_at or started)) * 1000.0
+        waited_ms = timing.limiter_wait_seconds * 1000.0
+        cost = self._settle(replace(call, latency_ms=latency_ms), outcome.result)
         if isinstance(outcome, Finished):
             fields = {
                 "result": outcome.result,
                 "latency_ms": latency_ms,
+                "limiter_wait_ms": waited_ms,
                 "finished_at": now_text(),
                 "cost_usd": cost,
             }
@@ -282,6 +290,7 @@ class Execution:
                 "remote_id": outcome.remote_id,
                 "result": outcome.result,
                 "latency_ms": latency_ms,
+                "limiter_wait_ms": waited_ms,
                 "submitted_at": now_text(),
                 "cost_usd": cost,
             }

@@ -26,6 +26,8 @@ class BilledCall:
     kind: str
     request: dict[str, Any]
     attempt: int
+    # Send-to-answer of the request that was answered (docs/costs.md); set once it is known.
+    latency_ms: float | None = None
 
 
 class SpendGuard(Protocol):

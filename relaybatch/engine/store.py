@@ -71,6 +71,7 @@ _CHANGEABLE = frozenset(
         "submitted_at",
         "finished_at",
         "latency_ms",
+        "limiter_wait_ms",
         "cost_usd",
         "cost_detail",
         "retryable",
@@ -153,6 +154,7 @@ class CheckpointStore:
                 "submitted_at": str,
                 "finished_at": str,
                 "latency_ms": float,
+                "limiter_wait_ms": float,
                 "cost_usd": str,
                 "cost_detail": str,
                 "retryable": int,
@@ -162,6 +164,8 @@ class CheckpointStore:
             defaults={"attempts": 0},
             if_not_exists=True,
         )
+        if "limiter_wait_ms" not in self.db.table("items").columns_dict:  # a store from before it
+            self.db.table("items").add_column("limiter_wait_ms", float)
         self.db.table("items").create_index(["state"], if_not_exists=True)
         self.db.table("items").create_index(["job", "state"], if_not_exists=True)
         self.db.table("price_snapshots").create(

@@ -8,8 +8,10 @@ exception an answer is, and this module applies them in order.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,6 +45,20 @@ from relaybatch.limiting import Limiter, RequestPurpose
 
 Sleep = Callable[[float], Awaitable[None]]
 ResultT = TypeVar("ResultT")
+
+
+@dataclass
+class SendTiming:
+    """Where the time of the calls made in one context went: waiting for the limiter, and when
+    the last request left (after its limiter wait), so send-to-answer excludes the wait."""
+
+    limiter_wait_seconds: float = 0.0
+    last_sent_at: float | None = None  # time.monotonic() of the last request's send
+    requests: int = 0
+
+
+# Set by a caller (the engine, per item) to learn the timing of the calls it makes; None: not asked.
+SEND_TIMING: contextvars.ContextVar[SendTiming | None] = contextvars.ContextVar("send_timing", default=None)
 
 
 @dataclass(frozen=True)
@@ -103,7 +119,13 @@ class Sender:
         attempt = 0
         while True:
             attempt += 1
+            waiting_since = time.monotonic()
             await self.limiter.acquire(call.purpose)
+            timing = SEND_TIMING.get()
+            if timing is not None:
+                timing.last_sent_at = time.monotonic()
+                timing.limiter_wait_seconds += timing.last_sent_at - waiting_since
+                timing.requests += 1
             try:
                 return await attempt_once()
             except _NoAnswer as missing:

@@ -30,6 +30,7 @@ def counts(*names: str) -> list[tuple[str, pa.DataType]]:
 HEAD = [("input_id", TEXT), ("item_id", TEXT), ("item_key", TEXT), ("kind", TEXT), ("state", TEXT)]
 TAIL = [
     ("latency_ms", pa.float64()),
+    ("limiter_wait_ms", pa.float64()),
     ("attempts", pa.int64()),
     ("error", TEXT),
     ("cost_usd", pa.decimal128(38, 18)),
