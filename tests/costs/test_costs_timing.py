@@ -39,12 +39,15 @@ async def test_latency_excludes_the_limiter_wait_and_both_files_agree(tmp_path: 
     store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
     try:
         store.add_items(items)
-        async with GatewayClient(
-            "http://emulator.local",
-            SecretStr(EMULATOR_DEMO_KEY),
-            transport=httpx.ASGITransport(app=app),
-            limiter=SlowLimiter(),
-        ) as client, spend_guard_for_run(store, client) as guard:
+        async with (
+            GatewayClient(
+                "http://emulator.local",
+                SecretStr(EMULATOR_DEMO_KEY),
+                transport=httpx.ASGITransport(app=app),
+                limiter=SlowLimiter(),
+            ) as client,
+            spend_guard_for_run(store, client) as guard,
+        ):
             await execute(store, client, settings=EngineSettings(concurrency=3), spend=guard)
         (path,) = export_results(store, tmp_path / "results")
     finally:
