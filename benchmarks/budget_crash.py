@@ -32,16 +32,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--run-usd", default="12.00")
-    parser.add_argument("--video-usd", default="16.00")
+    parser.add_argument("--run-usd", default="20.00")
+    parser.add_argument("--video-usd", default="30.00")
     args = parser.parse_args()
     run_usd, video_usd = Decimal(args.run_usd), Decimal(args.video_usd)
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        # Enough billed creates under the budget for every kill (about 2 per execution), most of
-        # them videos: 10 chats, 6 images, then videos until the run budget (30 at 12 USD).
+        # Enough billed creates under the budget for every kill (about 2 per execution, and the
+        # unknown outcomes a kill leaves use budget at their worst case), most of them videos:
+        # 10 chats, 6 images, then more videos than the run budget allows (0.40 USD each).
+        videos = int(run_usd / Decimal("0.40")) + 10
         manifest = budget_manifest(
-            root, videos=40, images=6, chats=10, run_usd=args.run_usd, video_usd=args.video_usd
+            root, videos=videos, images=6, chats=10, run_usd=args.run_usd, video_usd=args.video_usd
         )
         with served_emulator(budget_config(KEY)) as emulator:
             campaign = budget_campaign(
