@@ -21,6 +21,18 @@ ImageFormat = Literal["png", "jpeg", "webp"]
 
 MIME_TYPES: dict[str, str] = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp"}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JPEG_SIGNATURE = b"\xff\xd8\xff"
+
+
+def sniff_image(data: bytes) -> str | None:
+    """The MIME type of PNG, JPEG or WebP bytes, from their signature; None for anything else."""
+    if data.startswith(PNG_SIGNATURE):
+        return "image/png"
+    if data.startswith(JPEG_SIGNATURE):
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def render_dimensions(width: int, height: int, max_edge: int) -> tuple[int, int]:

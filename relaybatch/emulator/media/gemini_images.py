@@ -1,6 +1,6 @@
 """Image models on the generate-content route: ``inlineData`` parts beside text.
 
-The core's generate-content handler calls :func:`generate_content_image_reply` for models of
+The text routes (``text/image_reply.py``) call :func:`plan_image_reply` for models of
 ``kind: image`` (docs/emulator.md, seam 6); this module decides what the model answers:
 
 - ``generationConfig.imageConfig{aspectRatio, imageSize}``: values outside the model's lists

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 
+from relaybatch.emulator.codecs.images import sniff_image
 from relaybatch.emulator.media.video_pricing import AUDIO_FIELD
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.route_common import json_object
@@ -33,20 +34,6 @@ FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 MAX_FORM_FILES = 1
 MAX_FORM_FIELDS = 32
 MAX_FIELD_BYTES = 256 * 1024
-IMAGE_SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-)
-
-
-def sniff_image(data: bytes) -> str | None:
-    """The MIME type of PNG, JPEG or WebP bytes, from their signature; None for anything else."""
-    for signature, mime in IMAGE_SIGNATURES:
-        if data.startswith(signature):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 def _reference_object(value: dict[str, Any]) -> str:

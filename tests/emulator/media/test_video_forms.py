@@ -11,7 +11,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from relaybatch.emulator.media.video_body import sniff_image
+from relaybatch.emulator.codecs.images import sniff_image
 from relaybatch.emulator.state import EmulatorState
 from tests.emulator.emulator_http import bearer, charges
 
