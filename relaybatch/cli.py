@@ -232,11 +232,15 @@ def validate(
             settings = Settings(base_url=base_url) if base_url else Settings()
             # One try: the catalog is a nice-to-have here, and a gateway that is down should not
             # hold a validation up through a run's worth of backoff.
-            async with open_client(settings, retry=RetryPolicy(max_attempts=1)) as client:
+            try:
+                client = open_client(settings, retry=RetryPolicy(max_attempts=1))
+            except UserError as error:  # no API key for a real gateway
+                return _unchecked(error)
+            async with client:
                 return await _check_families(validation, client)
 
         note = asyncio.run(families())
-        if note:
+        if note and validation.ok:  # with problems, the error list is the answer, first and alone
             typer.echo(f"note: {note}", err=True)
     validation.raise_if_invalid()
     counts = table("job", "kind", "model", "items", whole=("items",))
@@ -254,8 +258,12 @@ async def _check_families(validation: Any, client: Any) -> str | None:
     try:
         await check_routes(validation, client)
     except (GatewayError, UserError) as error:
-        return f"could not read the gateway's model catalog ({error}); model families were not checked"
+        return _unchecked(error)
     return None
+
+
+def _unchecked(error: Exception) -> str:
+    return f"could not read the gateway's model catalog ({error}); model families were not checked"
 
 
 @app.command()
