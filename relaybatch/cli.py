@@ -148,7 +148,7 @@ def run(
 
     # Planned first: the manifest is opened once, bad input fails fast and cleanly, and nothing is
     # written unless every row is valid.
-    planned = plan_run(manifest, runs_dir, part)
+    planned = plan_run(manifest, runs_dir, part, check=lambda found: _catalog_check(found, base_url))
     outcome: RunOutcome
     if server is None:
         # No server: the same steps without Prefect (no temporary server, no Prefect import).
@@ -217,37 +217,44 @@ def validate(
     ] = False,
 ) -> None:
     """Check a manifest without sending anything billed; list every problem with its location."""
-    import asyncio
-
-    from relaybatch.connect import open_client
-    from relaybatch.gateway import RetryPolicy
     from relaybatch.manifests import open_manifest
-    from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
     validation = checked.validate()
-    if not offline and validation.routes:
-
-        async def families() -> str | None:
-            settings = Settings(base_url=base_url) if base_url else Settings()
-            # One try: the catalog is a nice-to-have here, and a gateway that is down should not
-            # hold a validation up through a run's worth of backoff.
-            try:
-                client = open_client(settings, retry=RetryPolicy(max_attempts=1))
-            except UserError as error:  # no API key for a real gateway
-                return _unchecked(error)
-            async with client:
-                return await _check_families(validation, client)
-
-        note = asyncio.run(families())
-        if note and validation.ok:  # with problems, the error list is the answer, first and alone
-            typer.echo(f"note: {note}", err=True)
+    if not offline:
+        _catalog_check(validation, base_url)
     validation.raise_if_invalid()
     counts = table("job", "kind", "model", "items", whole=("items",))
     for (job, kind, model), count in sorted(validation.counts.items()):
         counts.add_row(job, kind, model, str(count))
     console.print(f"{manifest}: valid, {validation.total} items in {len(checked.jobs)} jobs")
     console.print(counts)
+
+
+def _catalog_check(validation: Any, base_url: str | None) -> None:
+    """Add model-family problems from the gateway's catalog; a note after a clean pass when it
+    cannot be read. One try: a gateway that is down must not hold a check up through backoff."""
+    import asyncio
+
+    from relaybatch.connect import open_client
+    from relaybatch.gateway import RetryPolicy
+    from relaybatch.settings import Settings
+
+    if not validation.routes:
+        return
+
+    async def families() -> str | None:
+        settings = Settings(base_url=base_url) if base_url else Settings()
+        try:
+            client = open_client(settings, retry=RetryPolicy(max_attempts=1))
+        except UserError as error:  # no API key for a real gateway
+            return _unchecked(error)
+        async with client:
+            return await _check_families(validation, client)
+
+    note = asyncio.run(families())
+    if note and validation.ok:  # with problems, the error list is the answer, first and alone
+        typer.echo(f"note: {note}", err=True)
 
 
 async def _check_families(validation: Any, client: Any) -> str | None:

@@ -32,20 +32,29 @@ _WEB_SEARCH = re.compile(r"^/v1/websearch/(?P<route>search|simple-search|search-
 
 
 def is_batch_file(path: Path) -> bool:
-    """True when the first object of a JSONL file has the batch fields custom_id and url.
+    """True when the first JSON object of a JSONL file has the batch fields custom_id and url.
 
-    A file that cannot be read as text is not recognised here; the table reader then names its line.
+    Broken lines before it are skipped (up to _LINES_TO_SNIFF), so a batch file whose first line is
+    bad is still read as one and that line named; a file that cannot be read as text is not
+    recognised here, and the table reader then names its line.
     """
     try:
         handle, _ = open_text(path)
         with handle:
-            for line in bounded_lines(handle):
-                if line.strip():
+            for _, line in zip(range(_LINES_TO_SNIFF), bounded_lines(handle), strict=False):
+                if not line.strip():
+                    continue
+                try:
                     first = json.loads(line)
-                    return isinstance(first, dict) and "custom_id" in first and "url" in first
-    except (TextFileError, UnicodeDecodeError, ValueError, RecursionError):
+                except (ValueError, RecursionError):
+                    continue
+                return isinstance(first, dict) and "custom_id" in first and "url" in first
+    except (TextFileError, UnicodeDecodeError):
         return False
     return False
+
+
+_LINES_TO_SNIFF = 100
 
 
 def kind_for_url(url: str, body: dict[str, Any]) -> tuple[Kind, dict[str, Any]] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -28,7 +28,7 @@ from relaybatch.engine import (
 )
 from relaybatch.errors import UserError
 from relaybatch.limiting import Limiter
-from relaybatch.manifests import Manifest, open_manifest
+from relaybatch.manifests import Manifest, Validation, open_manifest
 from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.sharding import Shard
 
@@ -76,13 +76,22 @@ def stored_settings(manifest: Manifest, shard: Shard | None) -> dict[str, Any]:
     }
 
 
-def plan_run(manifest_path: Path, runs_dir: Path | None = None, shard: Shard | None = None) -> PlannedRun:
+def plan_run(
+    manifest_path: Path,
+    runs_dir: Path | None = None,
+    shard: Shard | None = None,
+    check: Callable[[Validation], None] | None = None,
+) -> PlannedRun:
     """Validate the manifest and add its new items (this shard's only) to the run's store.
 
+    ``check`` adds problems only a gateway can show (model families, from its catalog) to the pass.
     Raises ManifestInvalid (every problem, with file, line and field) before anything is written.
     """
     manifest = open_manifest(manifest_path)
-    manifest.validate().raise_if_invalid()
+    validation = manifest.validate()
+    if check is not None:
+        check(validation)
+    validation.raise_if_invalid()
     paths = run_paths(runs_dir, manifest.run_name)
     if shard is not None:
         paths = shard.paths(paths)
