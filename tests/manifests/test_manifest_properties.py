@@ -11,6 +11,7 @@ never enter the run flow.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,18 +47,34 @@ class Finished:
     cpu_seconds: float
 
 
+# Linux keeps a process's peak RSS across exec, and a child forked from this test process starts
+# with the test process's pages: measured directly, every command would "use" what pytest does.
+# So a small helper process starts the command and reads its peak and CPU time from os.wait4.
+_MEASURE = """
+import json, os, subprocess, sys
+out = subprocess.PIPE
+process = subprocess.Popen(json.loads(sys.argv[1]), stdout=out, stderr=subprocess.STDOUT, text=True)
+output = process.stdout.read()
+_, status, usage = os.wait4(process.pid, 0)
+cpu = usage.ru_utime + usage.ru_stime
+print(json.dumps([os.waitstatus_to_exitcode(status), output, usage.ru_maxrss, cpu]))
+"""
+
+
 def run_measured(arguments: list[str], cwd: Path) -> Finished:
-    """Run a command and read its own peak RSS and CPU time from os.wait4 (before Popen reaps it)."""
+    """Run a command in a fresh process; its exit code, output, own peak RSS and CPU seconds."""
     environment = {name: value for name, value in os.environ.items() if not name.startswith("RELAYBATCH_")}
-    process = subprocess.Popen(
-        arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, cwd=cwd
+    measured = subprocess.run(
+        [sys.executable, "-c", _MEASURE, json.dumps(arguments)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        check=True,
+        timeout=300,
     )
-    assert process.stdout is not None
-    output = process.stdout.read()
-    process.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return Finished(process.returncode, output, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
+    code, output, peak_kib, cpu_seconds = json.loads(measured.stdout)
+    return Finished(code, output, peak_kib / 1024, cpu_seconds)
 
 
 def _write(case: Case, folder: Path) -> Path:
