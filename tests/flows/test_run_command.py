@@ -22,6 +22,7 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     before = emulator.total_requests
     chats_before = emulator.request_count("POST", "/v1/chat/completions")
     prices_before = emulator.request_count("GET", "/v1/models/pricing")
+    catalog_before = emulator.request_count("GET", "/v1/models")
 
     first = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
 
@@ -29,16 +30,20 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     results = tmp_path / "demo" / "results" / "demo.parquet"
     assert f"results: {results}" in first.output.replace("\n", "")
     assert pq.read_table(results).num_rows == 3
-    # Three chat calls, and the one model's price fetched once (the cost ledger needs it).
+    # Three chat calls, the one model's price fetched once (the cost ledger needs it), and the free
+    # catalog read that checks model families before anything is sent.
     assert emulator.request_count("POST", "/v1/chat/completions") == chats_before + 3
     assert emulator.request_count("GET", "/v1/models/pricing") == prices_before + 1
-    assert emulator.total_requests == before + 4
+    assert emulator.request_count("GET", "/v1/models") == catalog_before + 1
+    assert emulator.total_requests == before + 5
     sent_by_first = emulator.total_requests
 
     second = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
 
     assert second.exit_code == 0, second.output
-    assert emulator.total_requests == sent_by_first  # the second run sends nothing at all
+    # The second run sends nothing but the catalog read: no billed call, no price lookup.
+    assert emulator.total_requests == sent_by_first + 1
+    assert emulator.request_count("GET", "/v1/models") == catalog_before + 2
     assert "done 3 (0 new)" in second.output
 
 
