@@ -32,8 +32,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=20261123)
-    parser.add_argument("--run-usd", default="20.00")
-    parser.add_argument("--video-usd", default="30.00")
+    parser.add_argument("--run-usd", default="30.00")
+    parser.add_argument("--video-usd", default="45.00")
     args = parser.parse_args()
     run_usd, video_usd = Decimal(args.run_usd), Decimal(args.video_usd)
     with tempfile.TemporaryDirectory() as folder:

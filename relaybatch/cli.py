@@ -345,6 +345,28 @@ def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
 
 @app.command()
 @reports_user_errors
+def resolve(
+    run_name: RunArgument,
+    call: Annotated[
+        str | None, typer.Argument(metavar="CALL", help="The call's id, as listed (omit to list).")
+    ] = None,
+    charged: Annotated[
+        str | None, typer.Option("--charged", help="The gateway's bill shows this charge (USD).")
+    ] = None,
+    not_charged: Annotated[
+        bool, typer.Option("--not-charged", help="The gateway's bill shows no charge for it.")
+    ] = False,
+    runs_dir: RunsDirOption = None,
+) -> None:
+    """List calls sent with no answer recorded (counted at their worst case), or settle one."""
+    from relaybatch.costs.terminal import resolve_unknown
+
+    paths = _existing_run(run_name, runs_dir)
+    resolve_unknown(console, paths.root, call, charged, not_charged)
+
+
+@app.command()
+@reports_user_errors
 def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
     """Rebuild a run's results Parquet files (one per job) from its checkpoint store."""
     from relaybatch.engine import CheckpointStore, export_results

@@ -87,3 +87,47 @@ def run_report(
     for path in written:
         console.print(f"dashboard: {path}")
     return written
+
+
+def resolve_unknown(
+    console: Console, run_dir: Path, row_id: str | None, charged_usd: str | None, not_charged: bool
+) -> None:
+    """List a run's unknown outcomes, or settle one from the gateway's bill (`relaybatch resolve`)."""
+    from decimal import Decimal, InvalidOperation
+
+    from relaybatch.costs.ledger import CostStore, write_ledger
+    from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
+
+    path = run_dir / COST_STORE_NAME
+    if not path.exists():
+        raise UserError(f"run {run_dir.name} has no cost ledger ({path} is missing)")
+    if row_id is not None and (charged_usd is None) == (not not_charged):
+        raise UserError("resolve: give exactly one of --charged USD or --not-charged with a CALL id")
+    amount: Decimal | None = None
+    if charged_usd is not None:
+        try:
+            amount = Decimal(charged_usd)
+        except InvalidOperation:
+            amount = None
+        if amount is None or not amount.is_finite() or amount < 0:
+            raise UserError(f"--charged {charged_usd!r}: expected a non-negative amount in USD, e.g. 0.40")
+    store = CostStore(path)
+    try:
+        if row_id is None:
+            rows = store.unknown_outcomes()
+            lines = table("call", "job", "item", "model", "worst case USD", title="Unknown outcomes")
+            for row in rows:
+                worst = display_usd(Decimal(row["reserved_usd"] or 0))
+                lines.add_row(row["id"], row["job"], row["item_id"], row["model"], worst)
+            console.print(lines)
+            console.print(f"{len(rows)} call(s) sent with no answer recorded, each counted at its worst case")
+            return
+        if not store.resolve(row_id, amount):
+            raise UserError(
+                f"run {run_dir.name} has no unknown outcome {row_id!r} (list them: relaybatch resolve RUN)"
+            )
+        write_ledger(store, run_dir / LEDGER_NAME)
+    finally:
+        store.close()
+    verdict = "not charged" if amount is None else f"charged {display_usd(amount)}"
+    console.print(f"{row_id}: {verdict}; the budget counts it so from the next execution on")

@@ -218,3 +218,56 @@ def test_dashboard_time_buckets_widen_for_long_runs_and_keep_the_total() -> None
     assert buckets.seconds == 600
     assert points[0][0] == "2026-11-20T00:00:00+00:00"
     assert points[-1][1]["usd"] == D("57.60")  # 5,760 charges, none lost in the merge
+
+
+def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: Path) -> None:
+    from cost_builders import START
+
+    from relaybatch.costs.ledger import CostStore, build_row
+    from relaybatch.costs.price import CallCost
+    from relaybatch.costs.usage import UsageCounts
+
+    run_dir = tmp_path / "demo"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.sqlite").touch()
+    store = CostStore(run_dir / "costs.sqlite")
+    try:
+        store.record(
+            build_row(
+                run="demo",
+                job="clips",
+                item_id="v1",
+                item_key="kv1",
+                kind="video",
+                model="video-model",
+                provider=None,
+                usage=UsageCounts(),
+                cost=CallCost((), "base", ("outcome unknown",)),
+                charged_at=START,
+                reserved_usd=D("0.40"),
+                outcome="unknown",
+                call="attempt-1",
+            )
+        )
+    finally:
+        store.close()
+    runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
+
+    listed = runner.invoke(app, ["resolve", "demo", *where])
+    assert listed.exit_code == 0, listed.output
+    assert "kv1:attempt-1" in listed.output and "1 call(s) sent with no answer recorded" in listed.output
+
+    both = runner.invoke(
+        app, ["resolve", "demo", "kv1:attempt-1", "--charged", "0.4", "--not-charged", *where]
+    )
+    assert both.exit_code == 1 and "exactly one of" in both.output
+    wrong = runner.invoke(app, ["resolve", "demo", "nope", "--not-charged", *where])
+    assert wrong.exit_code == 1 and "no unknown outcome 'nope'" in wrong.output
+
+    settled = runner.invoke(app, ["resolve", "demo", "kv1:attempt-1", "--charged", "0.40", *where])
+    assert settled.exit_code == 0, settled.output
+    store = CostStore(run_dir / "costs.sqlite")
+    try:
+        assert store.unknown_outcomes() == [] and store.spent()[0] == D("0.40")
+    finally:
+        store.close()
