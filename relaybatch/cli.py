@@ -102,6 +102,10 @@ def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
     return run_paths(runs_dir, run_name).require_existing()
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _resume_command() -> str:
     """The command line this process was started with: running it again resumes the run."""
     import shlex
@@ -125,6 +129,28 @@ def run(
     without Prefect; with one, it is a run-manifest flow run on that server. Ctrl-C or SIGTERM
     stops cleanly (exit 130) and prints the command that resumes.
     """
+    import signal
+
+    # Outside the engine's execute step (which stops cleanly on its own, relaybatch/run/stopping.py)
+    # SIGTERM is a Ctrl-C: nothing is in flight then, and the stop is reported the same way.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm)
+    except KeyboardInterrupt:
+        typer.echo("stopped: nothing was in flight; the checkpoint holds every item's state", err=True)
+        typer.echo(f"resume with: {_resume_command()}", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(
+    manifest: Path,
+    runs_dir: Path | None,
+    base_url: str | None,
+    shard: str | None,
+    shared_limit_rpm: int | None,
+) -> None:
     import asyncio
 
     from relaybatch.prefect_server import configured_api_url
@@ -146,10 +172,10 @@ def run(
                 "(e.g. http://127.0.0.1:4200/api after `prefect server start`), or drop the shared limit"
             )
 
-    # Planned first: the manifest is opened once, bad input fails fast and cleanly, and nothing is
-    # written unless every row is valid.
-    planned = plan_run(manifest, runs_dir, part, check=lambda found: _catalog_check(found, base_url))
     outcome: RunOutcome
+    # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
+    # nothing is written unless every row is valid.
+    planned = plan_run(manifest, runs_dir, part, check=lambda found: _catalog_check(found, base_url))
     if server is None:
         # No server: the same steps without Prefect (no temporary server, no Prefect import).
         outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))

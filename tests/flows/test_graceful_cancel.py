@@ -241,3 +241,30 @@ def _pgid(pid: int) -> int | None:
         return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[2])
     except (OSError, IndexError, ValueError):
         return None
+
+
+@pytest.mark.slow
+def test_sigterm_before_the_engine_starts_is_a_clean_stop_too(tmp_path: Path) -> None:
+    """While a big manifest is checked and planned, SIGTERM stops like Ctrl-C: exit 130, no traceback."""
+    rows = "".join(f"q{n},relay-chat-small,Say {n}\n" for n in range(200_000))
+    manifest = tmp_path / "big.csv"
+    manifest.write_text("id,model,prompt\n" + rows, encoding="utf-8")
+    process = subprocess.Popen(
+        [RELAYBATCH, "run", str(manifest), "--runs-dir", str(tmp_path / "runs")],
+        env=_env(_slow_emulator(tmp_path, 1.0)),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert "checking" in process.stderr.readline()  # the command's first line: its handler is in
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and f"resume with: relaybatch run {manifest}" in err
