@@ -33,6 +33,10 @@ from relaybatch.manifests.yaml_lines import Path_, YamlLimitError, line_of, load
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
 # Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
 MAX_PROBLEMS = 500
+# Distinct (job, kind, model) groups counted one by one; past it (a table naming a new model on every
+# row) the rest are counted together, so the counts stay bounded like everything else validate keeps.
+MAX_GROUPS = 1_000
+OTHER_MODELS = "(other models)"
 
 
 @dataclass
@@ -53,6 +57,12 @@ class Validation:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def count(self, job: str, kind: str, model: str) -> None:
+        key = (job, kind, model)
+        if key not in self.counts and len(self.counts) >= MAX_GROUPS:
+            key = (job, kind, OTHER_MODELS)
+        self.counts[key] += 1
 
     @property
     def found(self) -> int:
@@ -106,9 +116,13 @@ class Manifest:
                 for number, (item, problems) in enumerate(job.expand(), start=1):
                     result.add(problems, max_problems)
                     if item is not None:
-                        result.counts[(item.job, item.kind, _model_of(item))] += 1
+                        result.count(item.job, item.kind, _model_of(item))
                         route = route_of(item.job, item.kind, item.request)
-                        if route is not None and route not in result.routes:
+                        if (
+                            route is not None
+                            and route not in result.routes
+                            and len(result.routes) < MAX_GROUPS
+                        ):
                             result.routes[route] = _route_where(job, item)
                         where = Where(job_index, number, _line_of(item))
                         keys.add(item.key, where, item.item_id)

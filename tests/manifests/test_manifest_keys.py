@@ -110,3 +110,15 @@ def test_duplicates_are_found_across_batches_and_on_one_yaml_line(
         f"{manifest}:2: item 'j-4' duplicates the item at {manifest}:2 (same job and request); remove one",
         f"{manifest}:2: item 'j-5' duplicates the item at {manifest}:2 (same job and request); remove one",
     ]
+
+
+def test_validation_keeps_bounded_counts_when_every_row_names_a_new_model(tmp_path: Path) -> None:
+    from relaybatch.manifests.manifest import MAX_GROUPS, OTHER_MODELS
+
+    table = tmp_path / "t.csv"
+    rows = "".join(f"r{n},model-{n},hi,8\n" for n in range(MAX_GROUPS + 50))
+    table.write_text("id,model,prompt,max_tokens\n" + rows)
+    validation = open_manifest(table).validate()
+    assert validation.ok and validation.total == MAX_GROUPS + 50
+    assert len(validation.counts) == MAX_GROUPS + 1 and len(validation.routes) == MAX_GROUPS
+    assert validation.counts[("t", "chat", OTHER_MODELS)] == 50
