@@ -192,18 +192,27 @@ async def submit_video_v1(client: GatewayClient, request: dict[str, Any], media:
 _LINK_KEYS = ("url", "video_url", "audio_url", "image_url", "file_url")
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _task_links(data: dict[str, Any]) -> list[str]:
     links = [data[key] for key in _LINK_KEYS if isinstance(data.get(key), str)]
-    links.extend(url for url in data.get("urls") or [] if isinstance(url, str))
-    for entry in [*(data.get("images") or []), *(data.get("files") or [])]:
+    links.extend(url for url in _listed(data.get("urls")) if isinstance(url, str))
+    for entry in [*_listed(data.get("images")), *_listed(data.get("files"))]:
         if isinstance(entry, dict) and isinstance(entry.get("url"), str):
             links.append(entry["url"])
     return list(dict.fromkeys(links))
 
 
+def _downloadable(link: str) -> bool:
+    """http(s) links and paths on the gateway; anything else (a data: or file: URL) is only kept."""
+    return link.startswith(("https://", "http://", "/"))
+
+
 def _task_blobs(data: dict[str, Any]) -> list[str]:
     blobs = [data["b64_json"]] if isinstance(data.get("b64_json"), str) else []
-    for image in data.get("images") or []:
+    for image in _listed(data.get("images")):
         if isinstance(image, dict) and isinstance(image.get("b64_json"), str):
             blobs.append(image["b64_json"])
     return blobs
@@ -220,7 +229,7 @@ async def _task_files(
         if path:
             paths.append(path)
     links = _task_links(data)
-    for link in links:
+    for link in filter(_downloadable, links):
         expected = link_extension(link, data.get("mime_type") or data.get("content_type"), task.get("type"))
         paths.append(await media.download(client, len(paths), link, expected))
     return paths, links

@@ -11,8 +11,8 @@ import pytest
 from engine_fakes import FAST, ClientFactory
 from engine_items import every_kind, item
 
-from relaybatch.engine import CheckpointStore, execute, export_results
-from relaybatch.engine.store import Change
+from relaybatch.engine import Change, CheckpointStore, execute, export_results
+from relaybatch.engine.result_columns import answer_values
 
 TOKENS = pa.int64()
 TEXT = pa.string()
@@ -311,3 +311,20 @@ def test_unfinished_items_have_null_results_and_a_noul_question_has_no_confidenc
     assert [name for name in table.schema.names if name.startswith("answer_")] == ["answer_spam"]
     [row] = table.to_pylist()
     assert row["state"] == "pending" and row["usage"] is None and row["answer_spam"] is None
+
+
+def test_score_probabilities_take_the_legend_labels_in_level_order() -> None:
+    answer = {
+        "score": 0.4,
+        "legend": {"0": "calm", "1": {"label": "cross", "hint": "raised voice"}},
+        "probabilities": {"0": 0.6, "1": 0.4, "2": 0.0},
+        "confidence": 0.2,
+    }
+
+    value, confidence, probabilities = answer_values(answer, "score")
+
+    # A level described by an object is keyed by its JSON; one missing from the legend keeps its index.
+    assert (value, confidence) == (0.4, 0.2)
+    assert probabilities == [("calm", 0.6), ('{"hint": "raised voice", "label": "cross"}', 0.4), ("2", 0.0)]
+    assert answer_values(None, "choice") == [None, None, None]
+    assert answer_values({"noul": 0.9, "confidence": 1.0}, "noul") == [0.9]

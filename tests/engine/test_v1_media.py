@@ -80,7 +80,11 @@ async def test_the_extension_comes_from_the_bytes_and_payloads_and_links_are_num
         "type": "image_generation",
         "data": {
             "b64_json": base64.b64encode(PNG).decode(),
-            "urls": ["https://gateway.example/files/one.jpg", "https://cdn.example/two/speech"],
+            "urls": [
+                "https://gateway.example/files/one.jpg",
+                "https://cdn.example/two/speech",
+                "file:///etc/x",
+            ],
         },
     }
     gateway = FakeGateway(task)
@@ -90,6 +94,7 @@ async def test_the_extension_comes_from_the_bytes_and_payloads_and_links_are_num
     assert answer.result is not None
     # one.jpg is really a PNG; "speech" has no suffix and is an mp3 by its bytes.
     assert answer.result["media_paths"] == ["media/k2-0.png", "media/k2-1.png", "media/k2-2.mp3"]
+    assert answer.result["media_urls"][-1] == "file:///etc/x"  # kept, never fetched
     assert sorted(path.name for path in (tmp_path / "media").iterdir()) == [
         "k2-0.png",
         "k2-1.png",
