@@ -80,7 +80,9 @@ def served(server_kind: str) -> Iterator[str]:
     else:
         command = [sys.executable, "-m", "relaybatch", "emulator", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(port)]
-    server = subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # stdout (the emulator's start banner) is not part of the figures; errors still reach stderr.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL)
     try:
         _wait_until_listening(port, server)
         yield f"http://127.0.0.1:{port}"

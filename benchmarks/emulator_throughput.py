@@ -183,7 +183,8 @@ def measure(args: argparse.Namespace, server_cpu: set[int], client_cpus: set[int
         "--port",
         str(port),
     ]
-    server = subprocess.Popen(command, cwd=REPO)
+    # The banner (address, keys, admin API) is not part of the figures; errors still reach stderr.
+    server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
     rounds = []
     try:
         os.sched_setaffinity(server.pid, server_cpu)
