@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from relaybatch.console import output_console, table
 from relaybatch.errors import UserError
-from relaybatch.run.paths import RunPaths, run_paths
+
+if TYPE_CHECKING:
+    from relaybatch.run.paths import RunPaths
 
 app = typer.Typer(
     help="Run batches of Model Relay Gateway calls from manifests, with checkpoints and exact costs.",
@@ -99,6 +102,8 @@ DeploymentsOption = Annotated[
 
 
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
+    from relaybatch.run.paths import run_paths
+
     return run_paths(runs_dir, run_name).require_existing()
 
 
@@ -129,6 +134,11 @@ def run(
     without Prefect; with one, it is a run-manifest flow run on that server. Ctrl-C or SIGTERM
     stops cleanly (exit 130) and prints the command that resumes.
     """
+    # Something on the screen at once, before the engine's imports and the manifest's validation
+    # and planning, which take seconds on a busy machine or a big manifest. Only for a person: in a
+    # log the first line stays the error, if any, and the progress lines follow at the engine's start.
+    if sys.stderr.isatty():
+        typer.echo(f"relaybatch run: checking {manifest}", err=True)
     import signal
 
     # Outside the engine's execute step (which stops cleanly on its own, relaybatch/run/stopping.py)
@@ -158,8 +168,6 @@ def _run(
     from relaybatch.settings import Settings
     from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
-    # Something on the screen at once: validation and planning take a moment on a big manifest.
-    typer.echo(f"relaybatch run: checking {manifest}", err=True)
     part = Shard.parse(shard) if shard is not None else None
     settings = Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* fail first
     server = configured_api_url()
@@ -196,6 +204,8 @@ def _run(
     console.print(f"items: {counts} ({outcome.added} new)")
     for path in outcome.results:
         console.print(f"results: {path}")
+    from relaybatch.run.paths import RunPaths
+
     ledger = RunPaths(outcome.run_dir).ledger
     if ledger.exists():
         console.print(f"cost ledger: {ledger}")
@@ -436,6 +446,7 @@ def merge(
 ) -> None:
     """Merge the results of a run's shards into the run's own results folder."""
     from relaybatch.run import merge_shard_results, shard_count_on_disk
+    from relaybatch.run.paths import run_paths
 
     paths = run_paths(runs_dir, run_name)
     for path in merge_shard_results(paths, shards or shard_count_on_disk(paths)):
