@@ -7,7 +7,17 @@ every waiter until the reported reset and empties the bucket, so the whole run s
 rather than each worker discovering the limit on its own. A 429 whose answer says requests remain
 is not the window's (an upstream or injected 429, another client's burst): it holds everyone only
 for its own ``retry-after`` or a short back-off, and keeps the tokens earned meanwhile.
-With no limit known at all the bucket is open; the first answer carrying a limit closes it.
+
+Cold start with no limit known (none configured, none reported yet): the bucket climbs a ladder of
+request counts per trailing minute instead of opening wide. It sends one request and waits for the
+answer (a gateway that reports its limit on every answer is then followed with no 429 at all);
+then it lets the minute's count rise at full speed to the next rung, sends one probe alone at each
+rung, and climbs only when the probe is answered. The rungs are the gateway's published plan
+limits (6, 30, 120, 300, 600 per minute), then doubling, so against a window that reports its
+limit only in a 429 the first window fills exactly at the limit and one probe gets the one 429
+that names it. A custom limit between two rungs can still see up to the requests in flight at
+that moment refused once. A configured limit starts at 99 % of itself with one token, so a
+sliding window never sees more than the limit in the first minute.
 
 Submissions and polls wait in two queues. Tokens go to whichever queue is furthest behind its
 share (weighted fair queueing), and a queue with nobody waiting lends its share to the other, so
@@ -30,8 +40,9 @@ from relaybatch.limiting import RequestPurpose
 
 Lane = Literal["submit", "poll"]
 
-# Keep just under a known limit: a server counting in a sliding window sees our bucket's burst on
-# top of the steady rate, and network jitter bunches requests together on arrival.
+# Keep just under a known limit: jitter (the network's, or a busy event loop's) bunches requests
+# together on arrival, and a sliding window counts arrivals. Tried 0.995 (benchmarks/cold_start.py):
+# 0.1-0.4 points more of the limit used, and a 429 in a configured 1,200 rpm run on a busy machine.
 SAFETY_FACTOR = 0.99
 # A 429 without any hint of the limit halves the rate; each clean second then wins back this
 # fraction of the ceiling, so the rate converges back instead of staying low for the whole run.
@@ -48,6 +59,22 @@ MAX_NOT_WINDOW_HOLD_SECONDS = 5.0
 UNANSWERED_TTL_SECONDS = 60.0
 # The highest published plan limit; used only when an unconfigured run gets a 429 with no hint.
 OPEN_BUCKET_FALLBACK_RPM = 600.0
+# The cold-start ladder: one request first, then the published plan limits, then doubling.
+LIMIT_RUNGS = (1, 6, 30, 120, 300, 600)
+WINDOW_SECONDS = 60.0
+# While a probe is out nothing else is granted; the dispatcher looks again this often.
+PROBE_RECHECK_SECONDS = 0.005
+
+
+def next_rung(count: int) -> int:
+    """The first rung of the cold-start ladder above ``count`` requests per minute."""
+    for rung in LIMIT_RUNGS:
+        if rung > count:
+            return rung
+    rung = LIMIT_RUNGS[-1]
+    while rung <= count:
+        rung *= 2
+    return rung
 
 
 def _reported_rpm(hints: ServerHints, rate_limit: Mapping[str, Any] | None) -> float | None:
@@ -87,7 +114,8 @@ class AdaptiveTokenBucket:
     ) -> None:
         if not 0.0 < poll_share < 1.0:
             raise ValueError("poll_share must be between 0 and 1 (exclusive)")
-        self._configured = requests_per_minute if requests_per_minute and requests_per_minute > 0 else None
+        configured = requests_per_minute if requests_per_minute and requests_per_minute > 0 else None
+        self._configured = configured * SAFETY_FACTOR if configured else None
         self._learned: float | None = None
         self._burst_setting = burst
         self._shares: dict[Lane, float] = {"submit": 1.0 - poll_share, "poll": poll_share}
@@ -95,8 +123,13 @@ class AdaptiveTokenBucket:
         self._sleep = sleep
         self._ceiling = self._configured  # the rate the bucket converges back to
         self._rate_per_minute = self._configured  # current rate; None = open
-        self._tokens = self._capacity()
+        # One token, not a full bucket: a full one on top of a minute at the rate is over the limit.
+        self._tokens = min(1.0, self._capacity())
         self._refilled_at = clock()
+        # The cold-start climb (None once a limit is known): the current rung, and grant times in
+        # the trailing minute.
+        self._rung: int | None = LIMIT_RUNGS[0] if self._configured is None else None
+        self._recent: deque[float] = deque()
         self._paused_until = 0.0
         self._last_decrease = -math.inf
         self._queues: dict[Lane, deque[asyncio.Future[None]]] = {"submit": deque(), "poll": deque()}
@@ -125,9 +158,10 @@ class AdaptiveTokenBucket:
 
     def limit_source(self) -> str:
         """Where the current rate comes from, for the progress display: ``configured``,
-        ``headers`` or ``429`` (learned from that answer, or backed off after it), or ``open``."""
+        ``headers`` or ``429`` (learned from that answer, or backed off after it), or ``probing``
+        (no limit known yet: the cold-start climb)."""
         if self._rate_per_minute is None:
-            return "open"
+            return "probing"
         if self._ceiling is not None and self._rate_per_minute < self._ceiling:
             return "429"
         if self._configured is not None and self._rate_per_minute >= self._configured:
@@ -169,10 +203,16 @@ class AdaptiveTokenBucket:
             self._unanswered.popleft()
         hints = read_server_hints(headers)
         reported = _reported_rpm(hints, rate_limit)
+        if reported is None and self._rung is not None and status == 429:
+            # A spent window that does not name its limit during the climb: it admitted what we
+            # sent this minute, which was the rung at most.
+            reported = float(max(1, self._trailing_count()))
         if reported is not None:
             if self._learned != reported * SAFETY_FACTOR:  # a new limit: remember who said so
                 self._learned_from = "429" if status == 429 else "headers"
             self._learn(reported)
+        elif self._rung is not None:
+            self._climb()
         remaining = hints.remaining_requests
         if status == 429:
             self.rate_limited += 1
@@ -202,7 +242,33 @@ class AdaptiveTokenBucket:
 
     # -- rate learning ------------------------------------------------------------------------
 
+    def _climb(self) -> None:
+        """An answer with no limit in it during the cold-start climb: a probe that went through
+        (nothing else unanswered, the minute's count at the rung) proves the limit is higher."""
+        assert self._rung is not None
+        count = self._trailing_count()
+        if not self._unanswered and count > self._rung:
+            self._rung = next_rung(count)
+
+    def _trailing_count(self) -> int:
+        horizon = self._clock() - WINDOW_SECONDS
+        while self._recent and self._recent[0] <= horizon:
+            self._recent.popleft()
+        return len(self._recent)
+
+    def _climb_allows(self) -> bool:
+        """Below the rung: go. At it: one probe alone (past the rung), once everything sent has
+        been answered; its answer proves the limit is above the rung, or names it."""
+        assert self._rung is not None
+        return self._trailing_count() < self._rung or not self._unanswered
+
     def _learn(self, reported_rpm: float) -> None:
+        if self._rung is not None:
+            # Leaving the climb: what was sent this minute is spent; no burst on top of it.
+            self._rung = None
+            self._recent.clear()
+            self._rate_per_minute = reported_rpm * SAFETY_FACTOR
+            self._tokens, self._refilled_at = 0.0, self._clock()
         self._learned = reported_rpm * SAFETY_FACTOR
         ceiling = min(limit for limit in (self._configured, self._learned) if limit)
         if ceiling == self._ceiling:
@@ -273,6 +339,8 @@ class AdaptiveTokenBucket:
     def _take_token(self) -> bool:
         if self._clock() < self._paused_until:
             return False
+        if self._rung is not None:
+            return self._climb_allows()
         self._refill()
         if self._tokens >= 1.0:
             self._tokens -= 1.0
@@ -282,6 +350,8 @@ class AdaptiveTokenBucket:
     def _granted(self, lane: Lane) -> None:
         self.granted[lane] += 1
         now = self._clock()
+        if self._rung is not None:
+            self._recent.append(now)
         self._unanswered.append(now)
         while self._unanswered and self._unanswered[0] < now - UNANSWERED_TTL_SECONDS:
             self._unanswered.popleft()
@@ -296,6 +366,8 @@ class AdaptiveTokenBucket:
         now = self._clock()
         if now < self._paused_until:
             return self._paused_until - now
+        if self._rung is not None:
+            return PROBE_RECHECK_SECONDS  # waiting for an answer, or for the minute to move on
         if self._rate_per_minute is None:
             return 0.0
         return max(0.0, (1.0 - self._tokens) * 60.0 / self._rate_per_minute)

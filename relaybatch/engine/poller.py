@@ -4,7 +4,10 @@ Each submitted item has a next-poll time: the interval grows by ``backoff`` per 
 ``max_seconds``, with jitter so items created together spread out. When the poll budget is tight
 (the limiter's share for polls, shared by everything waiting) the interval grows to fit it, so
 500 videos at 120 requests per minute are polled less often rather than queueing in the bucket
-ahead of new submissions. Polls are free, so transient errors only push the next poll back.
+ahead of new submissions. Polls are free and the work behind them is paid, so a poll answered with
+an error (anything but a 404 of an unknown id) is asked again with back-off for
+``error_window_seconds``; then the item fails marked ``RETRY_POLL`` and the next execution polls
+it again (resume.py).
 """
 
 from __future__ import annotations
@@ -21,15 +24,14 @@ from typing import TYPE_CHECKING, Any
 from relaybatch.engine.kinds import CALLS, KindNotAvailable
 from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
-from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, SUBMITTED
+from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
 from relaybatch.engine.store import Change, now_text
 from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayError, NotFound
+from relaybatch.gateway.retry import retry_delay
 
 if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
 
-# Client errors that another poll may get past (timeout, rate limit); other 4xx answers are final.
-RETRYABLE_POLL_STATUSES = frozenset({408, 429})
 REMOTE_CANCELLED_MESSAGE = "cancelled on request: the remote video was deleted (DELETE) before it finished"
 
 
@@ -40,9 +42,10 @@ class PollSettings:
     backoff: float = 1.5
     jitter: float = 0.2
     concurrency: int = 32
-    # Consecutive failed polls after which an item is left for the next execution (it stays
-    # submitted/polling, nothing is lost) rather than polled forever.
-    max_errors: int = 30
+    # Paid work is not given up on one answer: polls answered with an error (any 4xx but a 404,
+    # 5xx, no answer, a download that is not whole) are retried with back-off for this long. Then
+    # the item fails, marked so that the next execution polls it again (never creates it again).
+    error_window_seconds: float = 600.0
 
 
 @dataclass(order=True)
@@ -55,6 +58,7 @@ class _Due:
     state: str = field(compare=False)
     polls: int = field(default=0, compare=False)
     errors: int = field(default=0, compare=False)
+    failing_since: float | None = field(default=None, compare=False)
 
 
 class Poller:
@@ -64,7 +68,7 @@ class Poller:
         self.limiter = limiter
         self.heap: list[_Due] = []
         self.active = 0
-        self.abandoned = 0
+        self.given_up = 0  # items failed on poll answers this execution (re-polled by the next)
         self._broken = False  # a poll raised: the group is shutting down, start no more polls
         self.rng = random.Random()
         self._sequence = itertools.count()
@@ -97,10 +101,14 @@ class Poller:
         self._wake.set()
 
     def interval(self, polls: int) -> float:
-        """Seconds to the next poll of an item polled ``polls`` times, stretched to fit the budget."""
+        """Seconds to the next poll of an item polled ``polls`` times, stretched to fit the budget.
+
+        Jitter never takes an interval past ``max_seconds``: a video is polled at least that
+        often unless the limit cannot carry it (then the budget decides)."""
         settings = self.settings
-        base = min(settings.max_seconds, settings.initial_seconds * settings.backoff ** min(polls, 60))
+        base = settings.initial_seconds * settings.backoff ** min(polls, 60)
         base *= 1.0 + settings.jitter * (2.0 * self.rng.random() - 1.0)
+        base = min(settings.max_seconds, base)
         budget = self._poll_budget()
         if budget:
             base = max(base, self.waiting / budget)
@@ -165,9 +173,9 @@ class Poller:
             slots.release()
             self._wake.set()
 
-    def _again(self, entry: _Due) -> None:
+    def _again(self, entry: _Due, delay: float | None = None) -> None:
         entry.polls += 1
-        entry.due = time.monotonic() + self.interval(entry.polls)
+        entry.due = time.monotonic() + (self.interval(entry.polls) if delay is None else delay)
         entry.sequence = next(self._sequence)
         heapq.heappush(self.heap, entry)
 
@@ -184,6 +192,7 @@ class Poller:
             execution.stop.set()
             return
         except NotFound as error:
+            # The one definitive poll answer: the gateway does not know this id (any account's).
             reason = f"the gateway no longer knows {entry.remote_id}: {error}"
             await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_text()}, reason))
             execution.count_finished(entry.kind, FAILED)
@@ -195,9 +204,6 @@ class Poller:
             if error.status < 400:
                 # A success answer describing a failed task (the client reads its `error` field).
                 await self._finish(entry, FAILED, None, str(error))
-            elif error.status < 500 and error.status not in RETRYABLE_POLL_STATUSES:
-                # 400, 403, 409...: asking again gets the same answer; the item ends with it.
-                await self._finish(entry, FAILED, None, f"polling {entry.remote_id} failed: {error}")
             else:
                 await self._poll_error(entry, error)
             return
@@ -205,7 +211,7 @@ class Poller:
             await self._poll_error(entry, error)
             return
         execution.hook("poll_answered", entry.key)
-        entry.errors = 0
+        entry.errors, entry.failing_since = 0, None
         if answer.status == "running":
             if entry.state == SUBMITTED:
                 await write(Change(entry.key, POLLING))
@@ -228,15 +234,28 @@ class Poller:
         self.execution.count_finished(entry.kind, state)
 
     async def _poll_error(self, entry: _Due, error: Exception) -> None:
-        """Polls are free: try again later. After many failures in a row, leave the item (still
-        submitted/polling, so nothing is lost) to the next execution instead of spinning."""
+        """Polls are free and the work is paid: ask again after the run's back-off (the server's
+        wait first), for ``error_window_seconds`` from the first failure in a row. Then fail the
+        item, marked ``RETRY_POLL`` so the next execution polls it again."""
+        now = time.monotonic()
         entry.errors += 1
-        if entry.errors < self.settings.max_errors:
-            self._again(entry)
+        if entry.failing_since is None:
+            entry.failing_since = now
+        if now - entry.failing_since < self.settings.error_window_seconds:
+            headers = error.headers if isinstance(error, APIStatusError) else {}
+            delay = retry_delay(entry.errors, self.execution.retry, headers, self.rng.random())
+            budget = self._poll_budget()
+            self._again(entry, max(delay, self.waiting / budget) if budget else delay)
             return
-        reason = f"polling paused after {entry.errors} failed polls in a row: {error}"
-        await self.execution.writer.write(Change(entry.key, entry.state, {"last_error": reason}, reason))
-        self.abandoned += 1
+        window = now - entry.failing_since
+        reason = (
+            f"polling {entry.remote_id} failed {entry.errors} times in a row over {window:.0f} s: "
+            f"{error}; the paid work was kept, run again to poll it again"
+        )
+        fields = {"last_error": reason, "finished_at": now_text(), "retryable": RETRY_POLL}
+        await self.execution.writer.write(Change(entry.key, FAILED, fields, reason))
+        self.execution.count_finished(entry.kind, FAILED)
+        self.given_up += 1
 
     async def cancel_remote(self) -> int:
         """On a stop with cancel-remote: DELETE remote videos still running and record it."""

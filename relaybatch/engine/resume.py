@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from relaybatch.engine.states import PENDING, SENDING, UNCERTAIN
+from relaybatch.engine.states import PENDING, POLLING, RETRY_POLL, RETRY_SEND, SENDING, UNCERTAIN
 from relaybatch.engine.store import Change, CheckpointStore
 
 UncertainPolicy = Literal["report", "resend"]
 
+REPOLL_MESSAGE = "polled again: the item failed only because of poll answers"
 INTERRUPTED_MESSAGE = "interrupted between send and answer: it may have been billed, so it was not resent"
 
 
@@ -36,7 +37,13 @@ def prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
         keys = store.keys_in_state(UNCERTAIN)
         store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
     # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
-    retry = store.retryable_failures()
+    retry = store.retryable_failures(RETRY_SEND)
     store.apply(
         [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
+    )
+    # Paid remote work whose polls kept failing is polled again (poller.load_remote_work), never
+    # created again.
+    repoll = store.retryable_failures(RETRY_POLL)
+    store.apply(
+        [Change(key, POLLING, {"retryable": None, "finished_at": None}, REPOLL_MESSAGE) for key in repoll]
     )

@@ -38,6 +38,7 @@ from relaybatch.engine.states import (
     LIMITER_EVENT,
     PENDING,
     POLLING,
+    RETRY_SEND,
     SENDING,
     SUBMITTED,
     TERMINAL_STATES,
@@ -189,10 +190,12 @@ class Execution:
             if not page:
                 return queued_any
             cursor = page[-1].rowid
-            for row in page:
-                if row.key in self.queued:
-                    continue
-                self.queued.add(row.key)
+            # Decide which rows to queue now, before any await: a row already queued when the page
+            # was read may be sent, answered and released while this loop waits on a full queue,
+            # and queueing its stale copy then would send it again (a submitted video, twice).
+            fresh = [row for row in page if row.key not in self.queued]
+            self.queued.update(row.key for row in fresh)
+            for row in fresh:
                 queued_any = True
                 await self.queue.put(row)
         return queued_any
@@ -336,7 +339,7 @@ class Execution:
         retryable = verdict is Verdict.RETRY
         if retryable:
             reason = f"gave up after {attempt} attempts: {reason}"
-        fields = {"last_error": reason, "retryable": 1 if retryable else None}
+        fields = {"last_error": reason, "retryable": RETRY_SEND if retryable else None}
         await self.writer.write(Change(row.key, FAILED, fields, reason))
         self.count_finished(row.kind, FAILED)
 

@@ -5,6 +5,8 @@
     polling -> done | failed | cancelled
     uncertain -> pending                                    (only when the run's policy resends)
     failed -> pending                                       (a later run retries retryable failures)
+    failed -> polling                                       (a later run re-polls paid work whose
+                                                             polls failed: never created again)
     pending | failed | uncertain | done -> superseded       (the manifest no longer produces the item)
     superseded -> pending | done                            (an edit was undone: the item is back)
 
@@ -40,7 +42,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
     UNCERTAIN: frozenset({PENDING, SUPERSEDED}),
-    FAILED: frozenset({PENDING, SUPERSEDED}),
+    FAILED: frozenset({PENDING, POLLING, SUPERSEDED}),
     DONE: frozenset({SUPERSEDED}),
     CANCELLED: frozenset({SUPERSEDED}),
     SUPERSEDED: frozenset({PENDING, DONE}),
@@ -63,3 +65,8 @@ def is_allowed(old: str, new: str) -> bool:
 def allowed_pairs() -> list[str]:
     """Every allowed move as ``"old>new"``: the store checks writes against this list in SQL."""
     return sorted(f"{old}>{new}" for old, targets in ALLOWED.items() for new in targets)
+
+
+# The ``retryable`` column of a failed item: what the next execution does with it.
+RETRY_SEND = 1  # send it again (the gateway refused it with a retryable error: not billed)
+RETRY_POLL = 2  # poll it again (its paid remote work exists; only the poll answers failed)

@@ -32,6 +32,7 @@ from relaybatch.engine.states import (
     FAILED,
     PENDING,
     POLLING,
+    RETRY_SEND,
     SENDING,
     SUBMITTED,
     SUPERSEDED,
@@ -368,10 +369,11 @@ class CheckpointStore:
         """Whether any item is in ``state`` (one index probe; the feeder asks this often)."""
         return self.db.execute("select 1 from items where state = ? limit 1", [state]).fetchone() is not None
 
-    def retryable_failures(self) -> list[str]:
-        """Keys of items that failed on errors another try could fix (attempts ran out)."""
-        sql = "select key from items where state = ? and retryable = 1 order by rowid"
-        return [row[0] for row in self.db.execute(sql, [FAILED])]
+    def retryable_failures(self, retry: int = RETRY_SEND) -> list[str]:
+        """Keys of failed items another try could fix: ``RETRY_SEND`` (attempts ran out on a
+        retryable error) or ``RETRY_POLL`` (paid remote work whose polls kept failing)."""
+        sql = "select key from items where state = ? and retryable = ? order by rowid"
+        return [row[0] for row in self.db.execute(sql, [FAILED, retry])]
 
     def earliest_not_before(self, state: str = PENDING) -> float | None:
         row = self.db.execute("select min(not_before) from items where state = ?", [state]).fetchone()

@@ -210,7 +210,8 @@ class GatewayClient:
         )
         target = Path(path)
         return await self._sender.run(
-            call, lambda response: write_stream_to_file(response.aiter_bytes(), target)
+            call,
+            lambda response: write_stream_to_file(response.aiter_bytes(), target, _promised_length(response)),
         )
 
     async def download_file(self, url: str, path: Path) -> MediaFile:
@@ -234,7 +235,8 @@ class GatewayClient:
         )
         target = Path(path)
         return await self._sender.run(
-            call, lambda response: write_stream_to_file(response.aiter_bytes(), target)
+            call,
+            lambda response: write_stream_to_file(response.aiter_bytes(), target, _promised_length(response)),
         )
 
     async def video_v1_create(self, request: RequestLike) -> TaskCreated:
@@ -332,3 +334,10 @@ def _request_body(
         if stream:
             body["stream"] = True
     return body
+
+
+def _promised_length(response: httpx.Response) -> str | None:
+    """The body length the answer promised, when the bytes we save are the bytes it counted."""
+    if response.headers.get("content-encoding", "identity").lower() != "identity":
+        return None  # the length counts the compressed body; we save the decoded one
+    return response.headers.get("content-length")

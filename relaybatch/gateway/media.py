@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relaybatch.files import replaced_atomically
+from relaybatch.gateway.errors import BrokenResponse
 from relaybatch.gateway.generate_content_types import GenerateContentResponse
+from relaybatch.gateway.media_checks import MediaCheckFailed, check_media_file
 from relaybatch.gateway.media_types import ImagesResponse
 
 _SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
@@ -80,13 +82,25 @@ def inline_media(response: GenerateContentResponse) -> list[MediaBytes]:
     ]
 
 
-async def write_stream_to_file(chunks: AsyncIterator[bytes], path: Path) -> MediaFile:
-    """Write chunks to ``path`` through a temporary name, so a failed download never looks complete."""
+async def write_stream_to_file(
+    chunks: AsyncIterator[bytes], path: Path, content_length: str | None = None
+) -> MediaFile:
+    """Write chunks to ``path`` through a temporary name, so a failed download never looks complete.
+
+    The file is checked (media_checks.py: length against ``content_length``, MP4 boxes, image
+    decode) before it takes its name; a file that fails is a ``BrokenResponse``, which is retried
+    like any answer cut off mid-body."""
     size, head = 0, b""
-    with replaced_atomically(path) as partial, open(partial, "wb") as handle:
-        async for chunk in chunks:
-            if len(head) < 16:
-                head += chunk[: 16 - len(head)]
-            handle.write(chunk)
-            size += len(chunk)
-    return MediaFile(path, sniff_media_type(head), size)
+    with replaced_atomically(path) as partial:
+        with open(partial, "wb") as handle:
+            async for chunk in chunks:
+                if len(head) < 16:
+                    head += chunk[: 16 - len(head)]
+                handle.write(chunk)
+                size += len(chunk)
+        media_type = sniff_media_type(head)
+        try:
+            check_media_file(partial, media_type, content_length)
+        except MediaCheckFailed as error:
+            raise BrokenResponse(f"download to {path.name} is not whole: {error}") from None
+    return MediaFile(path, media_type, size)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
+from collections import deque
 
 import pytest
 from engine_fakes import FakeClock
 
 from relaybatch.engine import AdaptiveTokenBucket
+from relaybatch.engine.limiter import SAFETY_FACTOR, next_rung
 from relaybatch.gateway.retry import RetryPolicy, parse_duration, retry_delay
 
 
@@ -35,22 +38,104 @@ def test_parse_duration(text: str | None, seconds: float | None) -> None:
 
 
 async def test_configured_rate_is_enforced_after_the_burst(clock: FakeClock) -> None:
-    limiter = bucket(clock, 120, burst=1)  # 2 per second
+    limiter = bucket(clock, 120, burst=1)  # 99 % of 2 per second
 
     times = await grant_times(limiter, clock, ["submit"] * 21)
 
     assert times[0] == 1000.0  # the first token is in the bucket already
-    assert max(times) - min(times) == pytest.approx(10.0, abs=0.01)
+    assert max(times) - min(times) == pytest.approx(20 * 60 / (120 * SAFETY_FACTOR), abs=0.01)
 
 
-async def test_open_bucket_never_waits_until_a_limit_is_reported(clock: FakeClock) -> None:
+async def test_cold_start_sends_one_request_then_follows_the_limit_its_answer_reports(
+    clock: FakeClock,
+) -> None:
+    limiter = bucket(clock, None)
+    waiters = [asyncio.ensure_future(limiter.acquire()) for _ in range(50)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+    assert sum(waiter.done() for waiter in waiters) == 1  # one probe, the rest wait for its answer
+    limiter.observe(
+        200,
+        {
+            "x-ratelimit-limit-requests": "600",
+            "x-ratelimit-remaining-requests": "599",
+            "x-ratelimit-reset-requests": "0.1s",
+        },
+    )
+    await asyncio.gather(*waiters)
+    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)
+    assert limiter.rate_limited == 0
+
+
+@pytest.mark.parametrize("rung", [0, 1, 5, 6, 29, 30, 119, 120, 599, 600, 1199, 1200])
+def test_the_cold_start_ladder_is_the_published_plan_limits_then_doubling(rung: int) -> None:
+    expected = {0: 1, 1: 6, 5: 6, 6: 30, 29: 30, 30: 120, 119: 120, 120: 300}
+    expected.update({599: 600, 600: 1200, 1199: 1200, 1200: 2400})
+    assert next_rung(rung) == expected[rung]
+
+
+async def run_against_a_sliding_window(
+    limiter: AdaptiveTokenBucket, clock: FakeClock, limit: int, requests: int, *, with_headers: bool
+) -> list[int]:
+    """Eight workers against a server with a sliding 60 s window; each answer arrives a few loop
+    turns after its request (so several are in flight). Returns the statuses in answer order."""
+    admitted: deque[float] = deque()
+    statuses: list[int] = []
+    left = [requests]
+
+    async def worker() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            await limiter.acquire()
+            while admitted and admitted[0] <= clock.now - 60:
+                admitted.popleft()
+            allowed = len(admitted) < limit
+            if allowed:
+                admitted.append(clock.now)
+            reset = admitted[0] + 60 - clock.now
+            headers = {"retry-after": str(max(1, math.ceil(reset)))} if not allowed else {}
+            if with_headers:
+                headers["x-ratelimit-limit-requests"] = str(limit)
+                headers["x-ratelimit-remaining-requests"] = str(limit - len(admitted))
+                headers["x-ratelimit-reset-requests"] = f"{reset:.3f}s"
+            for _ in range(3):
+                await asyncio.sleep(0)
+            statuses.append(200 if allowed else 429)
+            limiter.observe(200 if allowed else 429, headers, None if allowed else {"rpm": limit})
+
+    await asyncio.gather(*(worker() for _ in range(8)))
+    await limiter.aclose()
+    return statuses
+
+
+@pytest.mark.parametrize("limit", [120, 1200])
+async def test_a_limit_reported_only_in_a_429_costs_one_429(clock: FakeClock, limit: int) -> None:
     limiter = bucket(clock, None)
 
-    times = await grant_times(limiter, clock, ["submit"] * 500)
+    statuses = await run_against_a_sliding_window(limiter, clock, limit, 2 * limit, with_headers=False)
 
-    assert set(times) == {1000.0}
-    limiter.observe(200, {"x-ratelimit-limit-requests": "600"})
-    assert limiter.requests_per_minute == pytest.approx(594.0)
+    assert statuses.count(429) == 1
+    assert statuses.index(429) == limit  # the first window filled exactly: nothing left unused
+    assert limiter.requests_per_minute == pytest.approx(limit * SAFETY_FACTOR)
+
+
+@pytest.mark.parametrize("limit", [120, 1200])
+async def test_a_limit_on_every_answer_costs_no_429(clock: FakeClock, limit: int) -> None:
+    statuses = await run_against_a_sliding_window(
+        bucket(clock, None), clock, limit, 3 * limit, with_headers=True
+    )
+    assert statuses.count(429) == 0
+
+
+@pytest.mark.parametrize("limit", [120, 1200])
+async def test_a_configured_limit_costs_no_429_even_when_nothing_reports_it(
+    clock: FakeClock, limit: int
+) -> None:
+    statuses = await run_against_a_sliding_window(
+        bucket(clock, limit), clock, limit, 3 * limit, with_headers=False
+    )
+    assert statuses.count(429) == 0
 
 
 async def test_a_limit_configured_too_high_is_lowered_by_the_reported_one(clock: FakeClock) -> None:
@@ -58,7 +143,7 @@ async def test_a_limit_configured_too_high_is_lowered_by_the_reported_one(clock:
 
     limiter.observe(200, {"X-RateLimit-Limit-Requests": "1200"})
 
-    assert limiter.requests_per_minute == pytest.approx(1188.0)
+    assert limiter.requests_per_minute == pytest.approx(1200 * SAFETY_FACTOR)
 
 
 async def test_a_reported_limit_above_the_configured_one_is_not_adopted(clock: FakeClock) -> None:
@@ -66,7 +151,7 @@ async def test_a_reported_limit_above_the_configured_one_is_not_adopted(clock: F
 
     limiter.observe(200, {"x-ratelimit-limit-requests": "600"})
 
-    assert limiter.requests_per_minute == 120
+    assert limiter.requests_per_minute == pytest.approx(120 * SAFETY_FACTOR)
 
 
 async def test_a_429_pauses_every_waiter_until_the_reset(clock: FakeClock) -> None:
@@ -80,10 +165,10 @@ async def test_a_429_pauses_every_waiter_until_the_reset(clock: FakeClock) -> No
     )
     times = await grant_times(limiter, clock, ["submit", "poll", "submit"])
 
-    assert limiter.requests_per_minute == pytest.approx(297.0)
+    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
     assert limiter.rate_limited == 1
     assert min(times) >= 1005.0  # nobody goes before the reset
-    assert max(times) - min(times) == pytest.approx(2 * 60 / 297.0, abs=0.01)
+    assert max(times) - min(times) == pytest.approx(2 * 60 / (300 * SAFETY_FACTOR), abs=0.01)
 
 
 async def test_remaining_zero_pauses_until_the_reset(clock: FakeClock) -> None:
@@ -106,14 +191,14 @@ async def test_a_429_without_hints_halves_the_rate_then_converges_back(clock: Fa
     limiter = bucket(clock, 600)
 
     limiter.observe(429, {})
-    assert limiter.requests_per_minute == 300.0
+    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
     limiter.observe(429, {})  # the same burst of 429s: one signal
-    assert limiter.requests_per_minute == 300.0
+    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
 
     for _ in range(200):
         clock.now += 1.5
         limiter.observe(200, {})
-    assert limiter.requests_per_minute == 600.0
+    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)
 
 
 async def test_polls_and_submissions_share_tokens_by_the_configured_split(clock: FakeClock) -> None:
@@ -139,7 +224,8 @@ async def test_an_idle_lane_lends_its_share(clock: FakeClock) -> None:
 
     await grant_times(limiter, clock, ["poll"] * 61)
 
-    assert clock.now - start == pytest.approx(6.0, abs=0.01)  # full rate, not 30 % of it
+    # The full rate, not 30 % of it.
+    assert clock.now - start == pytest.approx(60 * 60 / (600 * SAFETY_FACTOR), abs=0.05)
 
 
 async def test_a_cancelled_waiter_does_not_use_a_token(clock: FakeClock) -> None:
@@ -157,7 +243,7 @@ async def test_a_cancelled_waiter_does_not_use_a_token(clock: FakeClock) -> None
 
 def test_poll_budget_follows_the_rate(clock: FakeClock) -> None:
     limiter = bucket(clock, 120, poll_share=0.5)
-    assert limiter.poll_budget_per_second() == pytest.approx(1.0)
+    assert limiter.poll_budget_per_second() == pytest.approx(SAFETY_FACTOR)
     assert bucket(clock, None).poll_budget_per_second() is None
 
 
@@ -194,7 +280,7 @@ async def test_a_429_while_requests_remain_holds_briefly_not_until_the_reset(clo
     assert limiter.rate_limited == 1
     assert limiter.not_window_429s == 1
     assert limiter.pauses == 0
-    assert limiter.requests_per_minute == pytest.approx(594.0)  # learned, not halved
+    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)  # learned, not halved
     assert min(times) == pytest.approx(1000.5, abs=0.01)  # the short hold, not 45 s
     assert max(times) - min(times) < 1.0
 
@@ -220,8 +306,8 @@ async def test_a_hold_for_a_429_that_was_not_the_windows_costs_no_throughput(clo
     held.observe(429, sliding_window_headers(100, "59.000s"))
     await grant_times(held, clock, ["submit"] * 50)
 
-    # 50 tokens at 594 per minute take ~5 s whether or not the run held back for 0.5 s of them.
-    assert clock.now - start == pytest.approx(50 * 60 / 594.0, abs=0.15)
+    # 50 tokens at ~600 per minute take ~5 s whether or not the run held back for 0.5 s of them.
+    assert clock.now - start == pytest.approx(50 * 60 / (600 * SAFETY_FACTOR), abs=0.15)
 
 
 async def test_a_429_that_spent_the_window_pauses_everyone_until_the_reset(clock: FakeClock) -> None:
@@ -235,7 +321,7 @@ async def test_a_429_that_spent_the_window_pauses_everyone_until_the_reset(clock
 
     assert limiter.not_window_429s == 0
     assert limiter.pauses == 1
-    assert limiter.requests_per_minute == pytest.approx(594.0)  # the reported limit is adopted
+    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)  # the reported limit is adopted
     assert min(times) >= 1012.5  # the reset, the shorter of the two waits
     assert min(times) < 1013.0
 
@@ -259,7 +345,7 @@ async def test_a_429_with_only_the_body_limit_keeps_pausing_everyone(clock: Fake
     limiter.observe(429, {}, {"rpm": 120, "qps": 2})
     await limiter.acquire()
 
-    assert limiter.requests_per_minute == pytest.approx(118.8)
+    assert limiter.requests_per_minute == pytest.approx(120 * SAFETY_FACTOR)
     assert limiter.not_window_429s == 0
     assert clock.now >= 1001.0  # the default pause: the window may be spent
 

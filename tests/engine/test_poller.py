@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from relaybatch.engine import AdaptiveTokenBucket, PollSettings
+from relaybatch.engine.limiter import SAFETY_FACTOR
 from relaybatch.engine.poller import Poller
 
 
@@ -42,7 +43,7 @@ async def test_a_tight_poll_budget_stretches_the_interval_instead_of_overflowing
     for number in range(500):
         polls.add(f"key-{number}", "video", f"video-{number}", "submitted", delay=0)
 
-    assert polls.interval(0) == pytest.approx(500 / 0.6)
+    assert polls.interval(0) == pytest.approx(500 / (0.6 * SAFETY_FACTOR))
 
     polls.submissions_over()  # no submissions left: polls may use the whole rate
-    assert polls.interval(0) == pytest.approx(500 / 2.0)
+    assert polls.interval(0) == pytest.approx(500 / (2.0 * SAFETY_FACTOR))

@@ -194,16 +194,3 @@ async def test_stop_with_cancel_remote_deletes_videos_in_flight(
         == 1
     )
     assert "DELETE" in store.item(video(2).key)["last_error"]
-
-
-async def test_a_poll_answered_400_ends_the_item_instead_of_polling_again(
-    store: CheckpointStore, make_client: ClientFactory, fast_app: Starlette
-) -> None:
-    faults(fast_app, FaultRule(fault="status=400", at=[1], paths=["/v1/tasks/"]))
-    store.add_items([video_v1(1)])
-
-    await execute(store, make_client(), settings=FAST)
-
-    row = store.item(video_v1(1).key)
-    assert row["state"] == "failed" and "400" in row["last_error"]
-    assert fast_app.state.emulator.request_count("GET", f"/v1/tasks/{row['remote_id']}") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from engine_fakes import FAST, ClientFactory
 from engine_items import video_v1
+from PIL import Image
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, execute, export_results
@@ -20,7 +22,16 @@ from relaybatch.gateway.retry import RetryPolicy
 
 KEY = "sk-v1-media-test"
 MP3 = b"ID3\x04\x00\x00\x00\x00\x00\x00" + b"\xff\xfb" * 64
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+def _png() -> bytes:
+    """A real PNG: downloaded images must decode (gateway/media_checks.py)."""
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), (10, 20, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+PNG = _png()
 
 
 class FakeGateway:

@@ -1,0 +1,173 @@
+"""Cold start against an enforced limit (issue 19, target 3): 429s and limit use from the first request.
+
+Three ways the run can know the account's limit, each at 1,200 and at 120 requests per minute:
+
+  reported     no limit configured; the gateway reports it on every answer (x-ratelimit-*)  -> 0 429s
+  only-429     no limit configured; answers carry no x-ratelimit-* headers, only a 429 names the limit
+               (error.rate_limit.rpm, Retry-After)                        -> <= 0.5 % 429s, >= 99 % use
+  configured   the limit is configured (the bucket's requests_per_minute); no x-ratelimit-* headers
+                                                                                              -> 0 429s
+
+The emulator runs in this process (httpx.ASGITransport) with its sliding 60 s window per account;
+every request carries ``x-emulator-fault: latency=0.3``; the engine runs 64 workers. Limit use =
+successful answers to requests sent in the first ``--seconds`` after the first request, divided by
+what the limit allows in that time. The target is stated for a 2-minute run (``--seconds 120``, the
+default): a shorter run is not the target's figure, because the sliding window lets the whole first
+minute's limit through at once. The scenarios run side by side in one event loop (real time, not a
+fast clock), so all six take about ``--seconds``.
+
+    .venv/bin/python benchmarks/cold_start.py [--seconds 120] [--limits 1200,120]
+        [--modes reported,only-429,configured]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from relaybatch.emulator import create_app, load_config
+from relaybatch.emulator.config import AccountConfig
+from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, execute
+from relaybatch.gateway import GatewayClient
+from relaybatch.manifests import Item
+
+LATENCY = "0.3"
+MODES = ("reported", "only-429", "configured")
+KEY = "rb-cold-start-key"
+
+
+class RecordingBucket(AdaptiveTokenBucket):
+    """The run's bucket, also noting when each request went out and how it was answered."""
+
+    def __init__(self, rpm: float | None) -> None:
+        super().__init__(rpm)
+        self.sent_at: list[float] = []
+        self.answers: list[tuple[float, int]] = []
+
+    async def acquire(self, purpose: Any = "submit") -> None:
+        await super().acquire(purpose)
+        self.sent_at.append(time.monotonic())
+
+    def observe(
+        self, status: int, headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None = None
+    ) -> None:
+        self.answers.append((time.monotonic(), status))
+        super().observe(status, headers, rate_limit)
+
+
+class WithoutRateHeaders(httpx.AsyncBaseTransport):
+    """A gateway that never reports its limit in headers: x-ratelimit-* removed from every answer."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        kept = [(k, v) for k, v in response.headers.raw if not k.lower().startswith(b"x-ratelimit-")]
+        return httpx.Response(response.status_code, headers=kept, stream=response.stream)
+
+
+def items(count: int) -> list[Item]:
+    return [
+        Item.build(
+            item_id=str(n),
+            job="cold",
+            kind="chat",
+            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Item {n}"}]},
+        )
+        for n in range(count)
+    ]
+
+
+async def scenario(mode: str, limit: int, seconds: float, folder: Path) -> dict[str, float]:
+    config = load_config()
+    config.accounts.append(
+        AccountConfig(name="cold", api_keys=[KEY], balance_usd=Decimal("1000"), rate_limit_rpm=limit)
+    )
+    transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=create_app(config))
+    if mode != "reported":
+        transport = WithoutRateHeaders(transport)
+    bucket = RecordingBucket(limit if mode == "configured" else None)
+    store = CheckpointStore(folder / f"{mode}-{limit}" / "checkpoint.sqlite")
+    store.add_items(items(int(limit * seconds / 60 * 1.5) + 200))
+    stop = asyncio.Event()
+    client = GatewayClient(
+        "http://emulator.local",
+        SecretStr(KEY),
+        transport=transport,
+        limiter=bucket,
+        headers={"x-emulator-fault": f"latency={LATENCY}"},
+    )
+    async with client:
+        asyncio.get_running_loop().call_later(seconds, stop.set)
+        await execute(store, client, settings=EngineSettings(concurrency=64), limiter=bucket, stop=stop)
+    store.close()
+    first = bucket.sent_at[0]
+    in_window = sum(1 for at in bucket.sent_at if at - first < seconds)
+    ok = sum(1 for _, status in bucket.answers[:in_window] if status == 200)
+    limited = [at for at, status in bucket.answers if status == 429]
+    return {
+        "ok": ok,
+        "use": ok / (limit * seconds / 60),
+        "responses": len(bucket.answers),
+        "429": len(limited),
+        "429_first_second": sum(1 for at in limited if at - first < 1.0),
+        "429_share": len(limited) / max(1, len(bucket.answers)),
+        "rate": bucket.requests_per_minute or 0.0,
+    }
+
+
+def report(mode: str, limit: int, seconds: float, result: dict[str, float]) -> str:
+    zero = mode != "only-429"
+    verdict_429 = (
+        f"target 0: {'met' if result['429'] == 0 else 'MISSED'}"
+        if zero
+        else f"target <= 0.5 %, ratio {result['429_share'] / 0.005:.2f}"
+    )
+    return (
+        f"{mode:10} {limit:5} rpm: {result['429']:.0f} 429s of {result['responses']:.0f} answers "
+        f"= {result['429_share']:.2%} ({result['429_first_second']:.0f} in the first second; {verdict_429}); "
+        f"use {result['ok']:.0f} ok in {seconds:.0f} s = {result['use']:.2%} of the limit "
+        f"(target >= 99 %, ratio {result['use'] / 0.99:.3f}); bucket at the end {result['rate']:.1f} rpm"
+    )
+
+
+async def run_all(modes: list[str], limits: list[int], seconds: float, folder: Path) -> None:
+    cases = [(mode, limit) for limit in limits for mode in modes]
+    results = await asyncio.gather(*(scenario(mode, limit, seconds, folder) for mode, limit in cases))
+    for (mode, limit), result in zip(cases, results, strict=True):
+        print(report(mode, limit, seconds, result), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--limits", default="1200,120")
+    parser.add_argument("--modes", default=",".join(MODES))
+    options = parser.parse_args()
+    modes = options.modes.split(",")
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; choose from {', '.join(MODES)}")
+    folder = Path(tempfile.mkdtemp(prefix="cold-start-"))
+    try:
+        limits = [int(limit) for limit in options.limits.split(",")]
+        asyncio.run(run_all(modes, limits, options.seconds, folder))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
