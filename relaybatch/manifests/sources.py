@@ -93,6 +93,17 @@ def nesting_depth(value: Any) -> int:
     return deepest
 
 
+def _type_depth(arrow_type: Any) -> int:
+    """How many lists and structs deep a Parquet column's type goes, walked without recursion."""
+    deepest, stack = 0, [(arrow_type, 0)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_DEPTH:
+            stack.extend((current.field(index).type, depth + 1) for index in range(current.num_fields))
+    return deepest
+
+
 def _too_deep() -> str:
     return f"nests lists or objects more than {MAX_DEPTH} levels deep; flatten it"
 
@@ -216,6 +227,11 @@ def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
     except (_arrow_error(), OSError) as error:
         yield BadRow(1, f"is not a readable Parquet file ({error}); write it again with a Parquet writer")
         return
+    for column in parquet.schema_arrow:
+        if _type_depth(column.type) > MAX_DEPTH:
+            parquet.close()
+            yield BadRow(1, f"column '{column.name}' {_too_deep()}")
+            return
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
             for values in batch.to_pylist():

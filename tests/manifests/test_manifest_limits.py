@@ -256,3 +256,20 @@ def test_empty_parquet_and_jobs_with_no_rows_are_errors(tmp_path: Path) -> None:
         f"{manifest}:2: jobs[0].items: gives no rows; give at least one row",
         f"{tmp_path / 'h.csv'}:1: has a header line but no rows; a data file needs a header line and at least one row",
     ]
+
+
+def test_a_parquet_column_nested_past_the_limit_is_refused(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Structs: pyarrow itself refuses schemas past 100 levels, which lists (two levels each) reach first.
+    nested: pa.DataType = pa.string()
+    value: object = "x"
+    for _ in range(MAX_DEPTH + 6):
+        nested, value = pa.struct([("inner", nested)]), {"inner": value}
+    table = tmp_path / "t.parquet"
+    columns = {"model": pa.array(["m"]), "prompt": pa.array(["x"]), "deep": pa.array([value], nested)}
+    pq.write_table(pa.table(columns), table)
+    assert _problems(table) == [
+        f"{table}:1: column 'deep' nests lists or objects more than {MAX_DEPTH} levels deep; flatten it"
+    ]
