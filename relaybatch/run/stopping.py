@@ -5,7 +5,8 @@ in-process, a flow run started by a worker or `relaybatch serve`).
   in flight finish and are checkpointed. If they have not finished after ``GRACE_SECONDS``, they
   are cancelled (their items stay ``sending`` and are reported uncertain on resume, never resent
   blindly), so the process is gone well within 10 s.
-- A second Ctrl-C (or SIGTERM) cancels the engine at once. Every state change the engine acted on
+- A second Ctrl-C cancels the engine at once (a SIGTERM during the stop changes nothing: it asks
+  for the stop already under way). Every state change the engine acted on
   is already committed, so the checkpoint is consistent either way.
 
 SIGTERM matters as much as Ctrl-C: Kubernetes, systemd and Prefect's runner (when a flow run is
@@ -51,8 +52,10 @@ class StopOnSignal:
                 "flight (Ctrl-C again to stop at once)"
             )
             self._grace = asyncio.get_running_loop().call_later(GRACE_SECONDS, self.force)
-        else:
+        elif signum == signal.SIGINT:
             self.force()
+        # A SIGTERM while stopping changes nothing: a supervisor (a Prefect worker passing on the
+        # terminal's Ctrl-C, systemd, Kubernetes) asks for the stop already under way.
 
     def force(self) -> None:
         if not self.work.done():

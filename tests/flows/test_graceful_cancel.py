@@ -43,7 +43,10 @@ async def test_the_first_signal_sets_stop_and_the_second_cancels_at_once() -> No
         await asyncio.sleep(0.1)
         assert stop.is_set() and handling.signal == "SIGTERM" and not work.done()
         assert "stopping (SIGTERM)" in notices[0]
-        os.kill(os.getpid(), signal.SIGINT)  # the second one: at once
+        os.kill(os.getpid(), signal.SIGTERM)  # a supervisor repeating itself: the stop goes on
+        await asyncio.sleep(0.1)
+        assert not work.done() and not handling.forced
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: at once
         with pytest.raises(asyncio.CancelledError):
             await work
         assert handling.forced

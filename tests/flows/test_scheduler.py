@@ -195,3 +195,57 @@ def test_ctrl_c_of_a_run_reporting_to_the_server_ends_its_flow_run_cancelled(
     runs = prefect_server.http.post("/flow_runs/filter", json={}).json()
     ours = [flow_run for flow_run in runs if flow_run["parameters"].get("manifest") == str(run.manifest)]
     assert [flow_run["state_type"] for flow_run in ours] == ["CANCELLED"]
+
+
+def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    """One Ctrl-C stops serve; the runner cancels the flow run still going (SIGTERM to its process),
+    which stops cleanly: nothing left in flight, the flow run Cancelled."""
+    from tests.flows.test_graceful_cancel import ITEMS, _counts, _env, _manifest, _slow_emulator
+
+    http = prefect_server.http
+    manifest = _manifest(tmp_path)
+    config = tmp_path / "deployments.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - name: by-hand\n"
+        "    flow: run-manifest\n"
+        "    parameters:\n"
+        f"      manifest: {manifest}\n"
+        f"      runs_dir: {tmp_path / 'runs'}\n",
+        encoding="utf-8",
+    )
+    env = _env(
+        _slow_emulator(tmp_path, 1.0),
+        {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")},
+    )
+    serve_log = tmp_path / "serve.log"
+    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    with _started(serve, env, serve_log, tmp_path) as serving:
+        deployment = _wait_for(
+            "the deployment registered",
+            lambda: http.get("/deployments/name/run-manifest/by-hand").json().get("id"),
+            START_SECONDS,
+            [prefect_server.log, serve_log],
+        )
+        flow_run = http.post(f"/deployments/{deployment}/create_flow_run", json={}).json()
+        checkpoint = tmp_path / "runs" / "many" / "checkpoint.sqlite"
+        try:
+            _wait_for(
+                "the served flow run sending",
+                lambda: _counts(checkpoint).get("done", 0) >= 64,
+                120,
+                [prefect_server.log, serve_log],
+            )
+        except AssertionError as error:
+            found = http.get(f"/flow_runs/{flow_run['id']}").json()
+            raise AssertionError(f"{error}\nflow run: {found}") from None
+        os.killpg(serving.pid, signal.SIGINT)
+        assert serving.wait(timeout=60) == 0
+    state = http.get(f"/flow_runs/{flow_run['id']}").json()["state_type"]
+    counts = _counts(checkpoint)
+    log = serve_log.read_text()[-4000:]
+    assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, f"{counts}\n{log}"
+    assert 0 < counts["done"] < ITEMS
+    assert state == "CANCELLED", serve_log.read_text()[-3000:]
