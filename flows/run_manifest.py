@@ -33,6 +33,7 @@ from relaybatch.costs.terminal import spend_summary
 from relaybatch.manifests import run_name_for
 from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, spend_lines
 from relaybatch.run import run_paths as paths_of_run
+from relaybatch.run.stopping import stop_when_parent_dies
 from relaybatch.settings import Settings
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
@@ -49,6 +50,16 @@ def _paths_of(flow_run: FlowRun) -> RunPaths | None:
     shard = values.get("shard")
     runs_dir = values.get("runs_dir")
     return run_paths(Path(runs_dir) if runs_dir else None, name, Shard.parse(shard) if shard else None)
+
+
+def _stop_with_the_runner() -> None:
+    """A deployment's flow run stops (cleanly, as on SIGTERM) when the runner or worker that
+    started it dies, even by SIGKILL: no flow-run process outlives it by more than a few seconds."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    if context is not None and context.flow_run is not None and context.flow_run.deployment_id:
+        stop_when_parent_dies()
 
 
 def _announce(text: str) -> None:
@@ -173,6 +184,7 @@ async def run_manifest(
     """
     # The API key is never a flow parameter (Prefect stores those): settings read it from the
     # environment inside the process that sends requests.
+    _stop_with_the_runner()
     started = time.monotonic()
     if planned is None:
         planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None)
@@ -208,6 +220,7 @@ async def resume_run(
     cancel_remote_on_cancel: bool = False,
 ) -> RunOutcome | State[Any]:
     """Finish an existing run from its checkpoint alone (the manifest is not read again)."""
+    _stop_with_the_runner()
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()
     label = f"{run_name} shard {part}" if part else run_name

@@ -92,3 +92,23 @@ def stop_on_signals(
             # remove_signal_handler leaves the default action; give back what was there.
             before = previous[signum]
             signal.signal(signum, before if before is not None else signal.SIG_DFL)
+
+
+def stop_when_parent_dies() -> bool:
+    """Ask Linux to send this process SIGTERM when its parent dies (PR_SET_PDEATHSIG).
+
+    For flow-run processes that a Prefect runner (`relaybatch serve`) or worker started in their
+    own session: a SIGKILL of the runner would otherwise leave them running on their own. With
+    this, they stop as on any SIGTERM (cleanly, within 10 s). Not for `relaybatch run` itself,
+    whose parent is a shell a user may leave on purpose (nohup). False where unsupported.
+    """
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    pr_set_pdeathsig = 1
+    return bool(libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) == 0)

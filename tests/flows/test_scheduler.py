@@ -249,3 +249,67 @@ def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
     assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, f"{counts}\n{log}"
     assert 0 < counts["done"] < ITEMS
     assert state == "CANCELLED", serve_log.read_text()[-3000:]
+
+
+def _descendants(pid: int) -> set[int]:
+    from tests.flows.test_graceful_cancel import _children
+
+    found, frontier = set(), {pid}
+    while frontier:
+        children = set().union(*(_children(parent) for parent in frontier)) - found
+        found |= children
+        frontier = children
+    return found
+
+
+def test_a_sigkill_of_serve_stops_its_flow_run_cleanly_within_seconds(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    """The flow-run process lives in its own session; it stops (as on SIGTERM) when serve dies."""
+    from tests.flows.test_graceful_cancel import _alive, _counts, _env, _manifest, _slow_emulator
+
+    http = prefect_server.http
+    manifest = _manifest(tmp_path)
+    config = tmp_path / "deployments.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - name: to-kill\n"
+        "    flow: run-manifest\n"
+        "    parameters:\n"
+        f"      manifest: {manifest}\n"
+        f"      runs_dir: {tmp_path / 'runs'}\n",
+        encoding="utf-8",
+    )
+    env = _env(
+        _slow_emulator(tmp_path, 1.0),
+        {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")},
+    )
+    serve_log = tmp_path / "serve.log"
+    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    with _started(serve, env, serve_log, tmp_path) as serving:
+        deployment = _wait_for(
+            "the deployment registered",
+            lambda: http.get("/deployments/name/run-manifest/to-kill").json().get("id"),
+            START_SECONDS,
+            [prefect_server.log, serve_log],
+        )
+        http.post(f"/deployments/{deployment}/create_flow_run", json={})
+        checkpoint = tmp_path / "runs" / "many" / "checkpoint.sqlite"
+        _wait_for(
+            "the served flow run sending",
+            lambda: _counts(checkpoint).get("done", 0) >= 64,
+            120,
+            [prefect_server.log, serve_log],
+        )
+        started = _descendants(serving.pid)
+        assert started
+        serving.send_signal(signal.SIGKILL)  # serve alone, as the OOM killer would
+        serving.wait()
+        _wait_for(
+            "every process serve started gone",
+            lambda: not [pid for pid in started if _alive(pid)],
+            20,
+            [serve_log],
+        )
+    counts = _counts(checkpoint)
+    assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, counts
