@@ -2,7 +2,8 @@
 
 Items left in ``sending`` may have been billed: by default they become ``uncertain`` (never resent
 blindly; ``relaybatch status`` lists them); the ``resend`` policy sends them again. Items that
-failed on retryable errors after their attempts ran out get a fresh count. Submitted remote work
+failed on retryable errors after their attempts ran out are tried again (the attempt budget is per
+execution; `attempts` keeps counting every request sent). Submitted remote work
 is not touched here: the poller picks it up (poller.load_remote_work).
 """
 
@@ -36,11 +37,10 @@ def prepare_resume(store: CheckpointStore, policy: UncertainPolicy) -> None:
     if policy == "resend":
         keys = store.keys_in_state(UNCERTAIN)
         store.apply([Change(key, PENDING, {}, "resent by the run's uncertain policy") for key in keys])
-    # Failures that could succeed on another try (gave up after max attempts) get a fresh count.
+    # Failures that could succeed on another try (gave up after max attempts) go again with a fresh
+    # budget (counted per execution by the engine); `attempts` keeps counting every request sent.
     retry = store.retryable_failures(RETRY_SEND)
-    store.apply(
-        [Change(key, PENDING, {"attempts": 0, "retryable": None, "not_before": None}) for key in retry]
-    )
+    store.apply([Change(key, PENDING, {"retryable": None, "not_before": None}) for key in retry])
     # Paid remote work whose polls kept failing is polled again (poller.load_remote_work), never
     # created again.
     repoll = store.retryable_failures(RETRY_POLL)

@@ -129,6 +129,7 @@ class Execution:
         self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
         self.limiter = limiter
         self.retries = 0
+        self.tries: dict[str, int] = {}  # sends this execution of items that needed a retry
         self.limiter_recorded: dict[str, Any] | None = None
         self.kinds_at_start = kind_totals(store)
 
@@ -319,17 +320,19 @@ class Execution:
             return
         self._release(call)
         if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
-            # Not processed, not billed: back to pending, the attempt does not count.
+            # Not processed, not billed: back to pending.
             if verdict is Verdict.STOP_BILLING:
                 self.billing_stopped = self.billing_stopped or STOP_BILLING_MESSAGE
             else:
                 self.run_stopped = self.run_stopped or STOP_RUN_MESSAGE
                 self.stop.set()
-            await self.writer.write(
-                Change(row.key, PENDING, {"attempts": row.attempts, "last_error": reason}, reason)
-            )
+            # The request was sent, so it counts in `attempts`; it is not one of this execution's tries.
+            await self.writer.write(Change(row.key, PENDING, {"last_error": reason}, reason))
             return
-        if verdict is Verdict.RETRY and attempt < self.retry.max_attempts:
+        # `attempts` counts every request sent for the item, across executions; the attempt budget
+        # (max_attempts) is per execution, counted here for the items that needed a retry.
+        tries = self.tries[row.key] = self.tries.get(row.key, 0) + 1
+        if verdict is Verdict.RETRY and tries < self.retry.max_attempts:
             headers = error.headers if isinstance(error, APIStatusError) else {}
             delay = retry_delay(attempt, self.retry, headers, self.rng.random())
             fields = {"last_error": reason, "not_before": epoch() + delay}
@@ -338,7 +341,7 @@ class Execution:
             return
         retryable = verdict is Verdict.RETRY
         if retryable:
-            reason = f"gave up after {attempt} attempts: {reason}"
+            reason = f"gave up after {tries} attempts: {reason}"
         fields = {"last_error": reason, "retryable": RETRY_SEND if retryable else None}
         await self.writer.write(Change(row.key, FAILED, fields, reason))
         self.count_finished(row.kind, FAILED)

@@ -95,6 +95,8 @@ async def test_retryable_failures_give_up_then_a_later_run_retries_them(
     await execute(store, make_client(), settings=settings)
 
     assert path_of(store, row["key"])[-4:] == ["failed", "pending", "sending", "done"]
+    # `attempts` counts every request sent for the item, across executions: 3, then 1 more.
+    assert store.item(chat(1).key)["attempts"] == 4
 
 
 async def test_no_answer_to_a_billed_call_makes_it_uncertain_and_it_is_not_resent(
