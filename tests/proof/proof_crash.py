@@ -9,8 +9,10 @@ the driver's process and never dies) and against an uninterrupted run of the sam
   (reported because a kill fell between its send and its answer; never resent);
 - no billed create received twice: every create body reached the emulator at most once;
 - results equal the uninterrupted run's for every item done in both, apart from timings and ids;
-- ledgers reconciled to the cent: each of our ledger rows has its twin in the emulator's ledger,
-  and the emulator's only extra charges belong to items reported ``uncertain``.
+- ledgers reconciled to the cent: each answered call's ledger row has its twin in the emulator's
+  ledger; each call sent with no answer recorded is an unknown-outcome row of an ``uncertain``
+  item, and only those explain the emulator's extra charges (counted at their worst case, the
+  ledger covers the bill).
 
 Kills come two ways, half each: a timer (SIGKILL from the driver a random time after the engine
 starts: any instruction, mid-write included) and a hook point (the runner SIGKILLs itself the
@@ -38,6 +40,7 @@ import yaml
 from proof_served import PYTHON, REPO_ROOT, Served
 
 from relaybatch.costs import CostStore, reconcile
+from relaybatch.costs.ledger import budget_amount
 
 RUNNER = Path(__file__).resolve().with_name("proof_runner.py")
 EVERYTHING = REPO_ROOT / "configs" / "manifests" / "everything.yaml"
@@ -227,6 +230,9 @@ def create_duplicates(served: Served, web_search_items: Counter[str]) -> list[st
 
 
 def ledger_problems(run_dir: Path, served: Served, uncertain_labels: Counter[str]) -> list[str]:
+    """Our ledger against the emulator's: every answered call has its twin; a call sent with no
+    answer recorded is an unknown-outcome row (its item uncertain), and only those explain the
+    gateway's extra charges; known + unknown at worst case covers the bill."""
     costs = CostStore(run_dir / "costs.sqlite")
     try:
         records = list(costs.records())
@@ -234,16 +240,28 @@ def ledger_problems(run_dir: Path, served: Served, uncertain_labels: Counter[str
         costs.close()
     match = reconcile(records, served.state.ledger)
     problems = []
-    if match.only_ours or match.unknown_calls:
-        problems.append(f"ledger rows without a gateway twin or of unknown cost: {match.describe()}")
+    if match.only_ours:
+        problems.append(f"ledger rows without a gateway twin: {match.describe()}")
+    unknown_rows = Counter(
+        str(r["model"]) if r["kind"] != "web_search" else "web search"
+        for r in records
+        if r["usd"] is None and r["outcome"] == "unknown"
+    )
+    if unknown_rows - uncertain_labels:
+        problems.append(f"unknown-outcome rows of items not uncertain: {unknown_rows - uncertain_labels}")
+    if sum(1 for r in records if r["usd"] is None) != sum(unknown_rows.values()):
+        problems.append(f"rows of unknown cost that are not unknown outcomes: {match.describe()}")
     extra = Counter(label for label, _ in match.only_theirs)
-    if extra - uncertain_labels:
+    if extra - unknown_rows:
         problems.append(
-            f"gateway charges no uncertain item explains: {extra - uncertain_labels}; {match.describe()}"
+            f"gateway charges no unknown outcome explains: {extra - unknown_rows}; {match.describe()}"
         )
     accounted = match.ours_usd + sum((usd for _, usd in match.only_theirs), Decimal(0))
     if accounted.quantize(Decimal("0.01")) != match.theirs_usd.quantize(Decimal("0.01")):
         problems.append(f"totals differ beyond a cent: {match.describe()}")
+    worst = match.ours_usd + sum((budget_amount(r) for r in records if r["usd"] is None), Decimal(0))
+    if worst < match.theirs_usd:
+        problems.append(f"our ledger with unknown outcomes at worst case ({worst}) is below the bill")
     return problems
 
 
