@@ -334,7 +334,7 @@ class Execution:
         tries = self.tries[row.key] = self.tries.get(row.key, 0) + 1
         if verdict is Verdict.RETRY and tries < self.retry.max_attempts:
             headers = error.headers if isinstance(error, APIStatusError) else {}
-            delay = retry_delay(attempt, self.retry, headers, self.rng.random())
+            delay = retry_delay(tries, self.retry, headers, self.rng.random())
             fields = {"last_error": reason, "not_before": epoch() + delay}
             await self.writer.write(Change(row.key, PENDING, fields, reason))
             self.retries += 1
