@@ -261,8 +261,11 @@ def test_sigterm_before_the_engine_starts_is_a_clean_stop_too(tmp_path: Path) ->
         start_new_session=True,
     )
     try:
-        assert process.stderr is not None
-        assert "checking" in process.stderr.readline()  # the command's first line: its handler is in
+        checkpoint = tmp_path / "runs" / "big" / "checkpoint.sqlite"
+        deadline = time.monotonic() + 120
+        while not checkpoint.exists():  # planning: the items are being added now
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
     finally:
