@@ -7,6 +7,7 @@ streaming pass, duplicate detection and the printed plan all count.
 
     .venv/bin/python benchmarks/validate_memory.py                  # 20,000 and 1,000,000 rows
     .venv/bin/python benchmarks/validate_memory.py --rows 2000 50000  # a quick try
+    .venv/bin/python benchmarks/validate_memory.py --offline        # without the model-catalog read
 
 Target (issue 19, validation's share of "peak RSS of relaybatch run"): the large figure within
 1.10x of the small one, and both well under 250 MB. Timings on a shared machine are noisy.
@@ -38,11 +39,11 @@ def write_csv(path: Path, rows: int) -> None:
             )
 
 
-def measure(path: Path) -> tuple[float, float, str]:
+def measure(path: Path, offline: bool) -> tuple[float, float, str]:
     """(peak RSS MiB, wall seconds, last output line) of one `relaybatch validate` process."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "relaybatch", "validate", str(path)],
+        [sys.executable, "-m", "relaybatch", "validate", *(["--offline"] if offline else []), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -63,6 +64,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, nargs=2, default=[20_000, 1_000_000], metavar=("SMALL", "LARGE"))
+    parser.add_argument(
+        "--offline", action="store_true", help="validate --offline: the pass alone, without the catalog read"
+    )
     args = parser.parse_args()
     peaks = []
     print(f"{'rows':>10} {'peak RSS MiB':>13} {'wall s':>8}  output")
@@ -70,7 +74,7 @@ def main() -> None:
         for rows in args.rows:
             path = Path(folder) / f"rows-{rows}.csv"
             write_csv(path, rows)
-            peak, seconds, summary = measure(path)
+            peak, seconds, summary = measure(path, args.offline)
             path.unlink()
             peaks.append(peak)
             print(f"{rows:>10,} {peak:>13.1f} {seconds:>8.1f}  {summary}")

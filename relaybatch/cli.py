@@ -270,14 +270,13 @@ def validate(
 def _catalog_check(validation: Any, base_url: str | None) -> None:
     """Add model-family problems from the gateway's catalog; a note after a clean pass when it
     cannot be read. One try: a gateway that is down must not hold a check up through backoff."""
+    if not validation.routes:  # no text item: nothing to check, and no client to import
+        return
     import asyncio
 
     from relaybatch.connect import open_client
     from relaybatch.gateway import RetryPolicy
     from relaybatch.settings import Settings
-
-    if not validation.routes:
-        return
 
     async def families() -> str | None:
         settings = Settings(base_url=base_url) if base_url else Settings()
