@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -134,11 +133,9 @@ def run(
     without Prefect; with one, it is a run-manifest flow run on that server. Ctrl-C or SIGTERM
     stops cleanly (exit 130) and prints the command that resumes.
     """
-    # Something on the screen at once, before the engine's imports and the manifest's validation
-    # and planning, which take seconds on a busy machine or a big manifest. Only for a person: in a
-    # log the first line stays the error, if any, and the progress lines follow at the engine's start.
-    if sys.stderr.isatty():
-        typer.echo(f"relaybatch run: checking {manifest}", err=True)
+    # Something on the screen (or in the log) at once, before the engine's imports and the
+    # manifest's validation and planning, which take seconds on a busy machine or a big manifest.
+    typer.echo(f"relaybatch run: checking {manifest}", err=True)
     import signal
 
     # Outside the engine's execute step (which stops cleanly on its own, relaybatch/run/stopping.py)
