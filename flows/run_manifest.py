@@ -152,6 +152,7 @@ async def execute_and_report(
         spent_usd=result.spent_usd,
         interrupted=result.interrupted,
         timings=timings,
+        sent=result.sent,
     )
     if result.interrupted:
         return Cancelled(message=f"stopped by {result.interrupted}; run again to resume", data=outcome)

@@ -3,8 +3,8 @@
 Each shard is a separate ``run-manifest`` flow run with ``shard="i/N"``. With a deployment name
 the shards go through Prefect (``run_deployment``), so workers of a work pool, on any machine
 that sees the shared runs folder, pick them up; without one they run as concurrent subflows of
-this flow, in this process. Either way the merge step then concatenates the shards' results
-into the run's own results folder.
+this flow, in this process. Either way the merge step then folds the shards' stores into the
+run's own store and exports the run's results from it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from relaybatch.tasks import merge_shards
 from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
 from relaybatch.run import counts as counts_of
-from relaybatch.run import shard_folders, spend_lines
+from relaybatch.run import spend_lines
 
 
 def shard_parameters(
@@ -95,8 +95,8 @@ async def run_sharded(
     else:
         added = await _in_process(manifest, shards, runs_dir, base_url, shared_limit_rpm)
     run = run_paths(runs_dir, run_name_for(manifest), None)
-    results = merge_shards(run, shards)
-    checkpoints = [folder.checkpoint for folder in shard_folders(run, shards)]
+    results = merge_shards(run, shards)  # the shard stores folded into the run's own store
+    checkpoints = [run.checkpoint]
     counts = counts_of(checkpoints)
     await publish_summary(
         run.root.name,

@@ -100,6 +100,21 @@ DeploymentsOption = Annotated[
 ]
 
 
+def _budget_option(value: str | None) -> str | None:
+    """--budget as an exact positive decimal (never a float)."""
+    from decimal import Decimal, InvalidOperation
+
+    if value is None:
+        return None
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise typer.BadParameter(f"{value!r} is not an amount in USD, e.g. 5.00") from None
+    if not amount.is_finite() or amount <= 0:
+        raise typer.BadParameter(f"{value!r}: the budget must be a positive amount in USD")
+    return value
+
+
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
     from relaybatch.run.paths import run_paths
 
@@ -126,23 +141,64 @@ def run(
     base_url: BaseUrlOption = None,
     shard: ShardOption = None,
     shared_limit_rpm: SharedLimitOption = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option(
+            "--run-name",
+            help="Run name [default: run.name in the manifest, else its file name without extension].",
+        ),
+    ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help="USD this run may spend, e.g. 5.00 [default: run.budget_usd in the manifest].",
+            callback=_budget_option,
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, max=1024, help="Calls in flight [default: run.concurrency, else 16]."
+        ),
+    ] = None,
+    rate_limit_rpm: Annotated[
+        int | None,
+        typer.Option(
+            "--rate-limit-rpm",
+            min=1,
+            help="A known requests-per-minute limit for this process's limiter, still corrected by the "
+            "gateway's headers and 429s [default: run.rate_limit_rpm, else learnt from the gateway].",
+        ),
+    ] = None,
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again.
 
     With no Prefect server configured (PREFECT_API_URL unset) the run happens in this process
-    without Prefect; with one, it is a run-manifest flow run on that server. Ctrl-C or SIGTERM
-    stops cleanly (exit 130) and prints the command that resumes.
+    without Prefect; with one, it is a run-manifest flow run on that server. Exit code 0 when every
+    item of the manifest is done; 1 when the run stopped early or items failed, are uncertain or
+    still open (run the same command again to resume); 2 for usage errors; 130 when Ctrl-C or
+    SIGTERM stopped it cleanly (the command that resumes is printed).
     """
     # Something on the screen (or in the log) at once, before the engine's imports and the
     # manifest's validation and planning, which take seconds on a busy machine or a big manifest.
     typer.echo(f"relaybatch run: checking {manifest}", err=True)
     import signal
+    from decimal import Decimal
 
+    from relaybatch.run import RunOverrides
+
+    overrides = RunOverrides(
+        run_name=run_name,
+        budget_usd=Decimal(budget) if budget is not None else None,
+        concurrency=concurrency,
+        rate_limit_rpm=rate_limit_rpm,
+    )
     # Outside the engine's execute step (which stops cleanly on its own, relaybatch/run/stopping.py)
     # SIGTERM is a Ctrl-C: nothing is in flight then, and the stop is reported the same way.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm)
+        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides)
     except KeyboardInterrupt:
         typer.echo("stopped: nothing was in flight; the checkpoint holds every item's state", err=True)
         typer.echo(f"resume with: {_resume_command()}", err=True)
@@ -157,6 +213,7 @@ def _run(
     base_url: str | None,
     shard: str | None,
     shared_limit_rpm: int | None,
+    overrides: Any,
 ) -> None:
     import asyncio
 
@@ -180,7 +237,9 @@ def _run(
     outcome: RunOutcome
     # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
     # nothing is written unless every row is valid.
-    planned = plan_run(manifest, runs_dir, part, check=lambda found: _catalog_check(found, base_url))
+    planned = plan_run(
+        manifest, runs_dir, part, overrides, check=lambda found: _catalog_check(found, base_url)
+    )
     if server is None:
         # No server: the same steps without Prefect (no temporary server, no Prefect import).
         outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
@@ -198,7 +257,10 @@ def _run(
         )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
     console.print(f"run folder: {outcome.run_dir}")
-    console.print(f"items: {counts} ({outcome.added} new)")
+    changes = f"{planned.added} new"
+    if planned.superseded or planned.restored:
+        changes += f", {planned.superseded} superseded, {planned.restored} back from superseded"
+    console.print(f"items: {counts} ({changes}); {outcome.sent} requests sent by this execution")
     for path in outcome.results:
         console.print(f"results: {path}")
     from relaybatch.run.paths import RunPaths
@@ -210,9 +272,17 @@ def _run(
         typer.echo(f"stopped by {outcome.interrupted}: {outcome.stopped}", err=True)
         typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(130)
-    if outcome.stopped:
+    unfinished = {state: n for state, n in outcome.counts.items() if state not in ("done", "superseded")}
+    if outcome.stopped or unfinished:
         # The run is resumable: the same command picks up where it stopped.
-        typer.echo(f"stopped: {outcome.stopped}", err=True)
+        if outcome.stopped:
+            typer.echo(f"stopped: {outcome.stopped}", err=True)
+        else:
+            left = ", ".join(f"{state} {count}" for state, count in sorted(unfinished.items()))
+            typer.echo(
+                f"not every item is done ({left}); `relaybatch status {planned.run_name}` says why",
+                err=True,
+            )
         typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(1)
 
@@ -365,14 +435,21 @@ def plan(
 
 @app.command()
 @reports_user_errors
-def status(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
-    """Print a run's item counts per state and job, why it last stopped, and its uncertain items."""
+def status(
+    run_name: RunArgument,
+    runs_dir: RunsDirOption = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="List every failed, uncertain, cancelled and superseded item.")
+    ] = False,
+) -> None:
+    """Print a run's counts per state and job, how its last execution ended, every item that did
+    not end done with its reason (the first 20 of each state), and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
     from relaybatch.run.status import status_view
 
     paths = _existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        console.print(status_view(store))
+        console.print(status_view(store, run_name, show_all))
 
 
 @app.command()
@@ -437,15 +514,16 @@ def merge(
     run_name: RunArgument,
     runs_dir: RunsDirOption = None,
     shards: Annotated[
-        int | None, typer.Option("--shards", help="Number of shards [default: the split on disk].")
+        int | None,
+        typer.Option("--shards", help="Only the shards of this split [default: every shard on disk]."),
     ] = None,
 ) -> None:
-    """Merge the results of a run's shards into the run's own results folder."""
-    from relaybatch.run import merge_shard_results, shard_count_on_disk
+    """Fold a run's shard stores into the run's own store and export its results from there."""
+    from relaybatch.run import merge_shard_results
     from relaybatch.run.paths import run_paths
 
     paths = run_paths(runs_dir, run_name)
-    for path in merge_shard_results(paths, shards or shard_count_on_disk(paths)):
+    for path in merge_shard_results(paths, shards):
         console.print(f"results: {path}")
 
 

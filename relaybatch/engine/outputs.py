@@ -202,7 +202,7 @@ def _timestamp(text: Any) -> datetime | None:
 
 def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     batch = _Batch(layout, schema)
-    for item in store.iter_items(job, columns=_ITEM_COLUMNS):
+    for item in store.iter_current_items(job, columns=_ITEM_COLUMNS):
         batch.add(item)
         if batch.rows >= ROWS_PER_PART:
             yield batch.record_batch()
@@ -248,7 +248,11 @@ def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
 
 
 def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
-    """One Parquet file per job, from the store's current contents."""
+    """One Parquet file per job of the current manifest, one row per item it produces (superseded
+    items are kept in the store, never exported); files of jobs it no longer has are removed."""
     for stale in results_dir.glob(".*.parquet.tmp-*") if results_dir.exists() else []:
         stale.unlink(missing_ok=True)  # left by an export that crashed half-way
-    return [export_job(store, job, results_dir / f"{safe_file_name(job)}.parquet") for job in store.jobs()]
+    written = [export_job(store, job, results_dir / f"{safe_file_name(job)}.parquet") for job in store.jobs()]
+    for old in set(results_dir.glob("*.parquet")) - set(written):
+        old.unlink()
+    return written

@@ -430,6 +430,8 @@ async def execute(
     stored_policy = store.run_settings().get("uncertain_policy")
     if settings.uncertain_policy == "report" and stored_policy == "resend":
         settings = EngineSettings(**{**settings.__dict__, "uncertain_policy": "resend"})
+    # Recorded first: an execution with a start and no end is one whose process died.
+    store.record_start()
     prepare_resume(store, settings.uncertain_policy)
     execution = Execution(
         store, client, settings, limiter=limiter, spend=spend, stop=stop, hook=hook, progress=progress

@@ -35,6 +35,9 @@ TERMINAL_STATES = frozenset({DONE, FAILED, CANCELLED, UNCERTAIN, SUPERSEDED})
 REMOTE_STATES = frozenset({SUBMITTED, POLLING})
 # Work is or may be under way at the gateway: such an item is never superseded (it would be lost).
 IN_FLIGHT_STATES = frozenset({SENDING, SUBMITTED, POLLING})
+SUPERSEDABLE_STATES = frozenset({PENDING, FAILED, UNCERTAIN, CANCELLED, DONE})
+# Done, paid for, or possibly paid for: no other store of the run may send these again.
+SETTLED_STATES = frozenset({DONE, SENDING, SUBMITTED, POLLING, UNCERTAIN})
 
 ALLOWED: dict[str, frozenset[str]] = {
     PENDING: frozenset({SENDING, SUPERSEDED}),

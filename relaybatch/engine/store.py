@@ -17,7 +17,7 @@ import itertools
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -27,6 +27,7 @@ from typing import Any
 import sqlite_utils
 
 from relaybatch.engine.states import (
+    ALL_STATES,
     CANCELLED,
     DONE,
     FAILED,
@@ -34,7 +35,9 @@ from relaybatch.engine.states import (
     POLLING,
     RETRY_SEND,
     SENDING,
+    SETTLED_STATES,
     SUBMITTED,
+    SUPERSEDABLE_STATES,
     SUPERSEDED,
     TERMINAL_STATES,
     UNCERTAIN,
@@ -58,6 +61,7 @@ __all__ = [
     "Change",
     "CheckpointStore",
     "IllegalTransition",
+    "PlanCounts",
     "Row",
 ]
 
@@ -78,6 +82,9 @@ _CHANGEABLE = frozenset(
         "retryable",
     }
 )
+# Which manifest the run belongs to (identity), and when its last execution started and ended
+# (started without an end: the process died).
+_RUN_COLUMNS_ADDED = ("manifest_path", "manifest_sha256", "execution_started_at", "execution_ended_at")
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
@@ -89,6 +96,15 @@ _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 
 def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class PlanCounts:
+    """What planning the current manifest into the store did."""
+
+    added: int
+    superseded: int
+    restored: int
 
 
 @dataclass(frozen=True)
@@ -135,6 +151,11 @@ class CheckpointStore:
             pk="name",
             if_not_exists=True,
         )
+        # Added later: stores made before them gain the columns when opened.
+        present = set(self.db.table("runs").columns_dict)
+        for column in _RUN_COLUMNS_ADDED:
+            if column not in present:
+                self.db.table("runs").add_column(column, str)
         self.db.table("items").create(
             {
                 "key": str,
@@ -210,15 +231,44 @@ class CheckpointStore:
                 [name, stamp, stamp, None if settings is None else json.dumps(settings, sort_keys=True)],
             )
 
+    def record_manifest(self, path: str, sha256: str) -> None:
+        """Remember which manifest the run belongs to (its path and content hash)."""
+        self._update_run({"manifest_path": path, "manifest_sha256": sha256})
+
+    def manifest(self) -> tuple[str, str] | None:
+        """(path, sha256) of the run's manifest, or None for a store that never recorded one."""
+        row = self.db.execute(
+            "select manifest_path, manifest_sha256 from runs order by rowid limit 1"
+        ).fetchone()
+        return (str(row[0]), str(row[1])) if row and row[0] else None
+
+    def record_start(self) -> None:
+        """An execution begins: until ``record_stop``, a reader sees it running (or dead)."""
+        self._update_run(
+            {"execution_started_at": now_text(), "execution_ended_at": None, "stop_reason": None}
+        )
+
     def record_stop(self, reason: str | None) -> None:
-        """Remember why the last execution stopped early (None: it finished)."""
+        """Remember how the last execution ended: why it stopped early, or None (it finished)."""
+        self._update_run({"stop_reason": reason, "execution_ended_at": now_text()})
+
+    def last_execution(self) -> dict[str, str | None]:
+        """started_at, ended_at and stop_reason of the last execution (all None before any)."""
+        row = self.db.execute(
+            "select execution_started_at, execution_ended_at, stop_reason from runs order by rowid limit 1"
+        ).fetchone()
+        started, ended, reason = row if row else (None, None, None)
+        return {"started_at": started, "ended_at": ended, "stop_reason": reason}
+
+    def _update_run(self, values: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{name} = ?" for name in values)
         with transaction(self.db.conn):
             if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
                 self.db.execute(
                     "insert into runs (name, created_at, updated_at) values (?, ?, ?)",
                     [self.path.parent.name, now_text(), now_text()],
                 )
-            self.db.execute("update runs set stop_reason = ?, updated_at = ?", [reason, now_text()])
+            self.db.execute(f"update runs set {assignments}, updated_at = ?", [*values.values(), now_text()])
 
     def stop_reason(self) -> str | None:
         row = self.db.execute("select stop_reason from runs order by rowid limit 1").fetchone()
@@ -237,37 +287,141 @@ class CheckpointStore:
         All of them in one transaction (a crash leaves none), sent in chunks of rows as JSON
         arrays: one ``insert ... select from json_each(?)`` per chunk instead of one statement per
         item (see ``apply``)."""
-        stamp = now_text()
-        added = 0
         with transaction(self.db.conn):
+            return sum(self._insert_chunk(chunk) for chunk in _chunks(items, ADD_CHUNK_ROWS))
+
+    def plan_items(
+        self, items: Iterable[Item], skip: Callable[[Sequence[str]], set[str]] | None = None
+    ) -> PlanCounts:
+        """Make the store hold exactly ``items``, the current manifest's: new ones are added as
+        pending; items the manifest no longer produces become ``superseded`` (kept, never exported;
+        items in flight are left to finish first); superseded items it produces again come back
+        (``done`` when they have a result, else ``pending``). One transaction; memory stays flat
+        (the current keys go to a temporary table, not a Python set). ``skip`` names, per chunk of
+        keys, items that belong to the manifest but must not be added here (a shard skips what
+        another store of the run has settled)."""
+        with transaction(self.db.conn):
+            self.db.execute("create temp table if not exists current_keys (key text primary key)")
+            self.db.execute("delete from current_keys")
+            added = 0
             for chunk in _chunks(items, ADD_CHUNK_ROWS):
-                rows = [
-                    [
-                        item.key,
-                        item.item_id,
-                        item.job,
-                        item.kind,
-                        json.dumps(item.request, sort_keys=True),
-                        json.dumps(item.carry, sort_keys=True),
-                        item.source,
-                    ]
-                    for item in chunk
-                ]
-                if bind_one_by_one(rows):
-                    cursor = self.db.conn.executemany(
-                        "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                        "state, attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                        [[*row, PENDING, stamp, stamp] for row in rows],
-                    )
-                else:
-                    cursor = self.db.conn.execute(
-                        "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                        f"state, attempts, created_at, updated_at) select {json_columns(7)}, ?, 0, ?, ? "
-                        "from json_each(?) as j order by j.key",
-                        [PENDING, stamp, stamp, json.dumps(rows)],
-                    )
-                added += cursor.rowcount
-        return added
+                skipped = skip([item.key for item in chunk]) if skip else set()
+                added += self._insert_chunk([item for item in chunk if item.key not in skipped])
+                self.db.conn.executemany(
+                    "insert or ignore into current_keys (key) values (?)", [[item.key] for item in chunk]
+                )
+            stamp = now_text()
+            superseded = self._move_matching(
+                f"state in ({', '.join(repr(state) for state in sorted(SUPERSEDABLE_STATES))}) "
+                "and key not in (select key from current_keys)",
+                lambda _: Change("", SUPERSEDED, {}, "the manifest no longer produces this item"),
+                stamp,
+            )
+            restored = self._move_matching(
+                f"state = '{SUPERSEDED}' and key in (select key from current_keys)",
+                lambda has_result: Change(
+                    "", DONE if has_result else PENDING, {}, "the manifest produces this item again"
+                ),
+                stamp,
+            )
+            self.db.execute("delete from current_keys")
+        return PlanCounts(added, superseded, restored)
+
+    def settled_keys(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` whose work is done, paid for or possibly paid for here (done, in
+        flight, uncertain): another store of the same run must never send them."""
+        sql = (
+            "select key from items where key in (select value from json_each(?)) "
+            f"and state in ({', '.join(repr(state) for state in sorted(SETTLED_STATES))})"
+        )
+        return {row[0] for row in self.db.execute(sql, [json.dumps(list(keys))])}
+
+    def absorb(self, other: Path) -> int:
+        """Fold another store of the same run (a shard's) into this one; returns the rows taken.
+
+        Not a move of the state machine: the other store's record of an item replaces this
+        store's copy only when this one is missing, pending or failed and the other has gone
+        further (anything but pending). Events stay in the other store (reports read both)."""
+        columns = [name for name in self.db.table("items").columns_dict]
+        names = ", ".join(columns)
+        updates = ", ".join(f"{name} = excluded.{name}" for name in columns if name != "key")
+        self.db.execute("attach database ? as other", [str(other)])
+        try:
+            with transaction(self.db.conn):
+                cursor = self.db.conn.execute(
+                    f"insert into items ({names}) select {names} from other.items where true "
+                    f"on conflict(key) do update set {updates} "
+                    f"where items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}'"
+                )
+                taken = int(cursor.rowcount)
+                if self.manifest() is None:
+                    row = self.db.execute(
+                        "select name, settings, manifest_path, manifest_sha256 from other.runs limit 1"
+                    ).fetchone()
+                    if row:
+                        self.db.execute(
+                            "insert or ignore into runs (name, created_at, updated_at) values (?, ?, ?)",
+                            [row[0], now_text(), now_text()],
+                        )
+                        self.db.execute(
+                            "update runs set settings = coalesce(settings, ?), manifest_path = ?, "
+                            "manifest_sha256 = ?",
+                            [row[1], row[2], row[3]],
+                        )
+        finally:
+            self.db.execute("detach database other")
+        return taken
+
+    def _move_matching(self, where: str, change_for: Any, stamp: str) -> int:
+        """Apply ``change_for(has_result)`` to every item matching ``where``, a page at a time,
+        through the checked write path; inside the caller's transaction."""
+        moved = 0
+        while True:
+            rows = self.db.execute(
+                f"select key, result is not null from items where {where} order by rowid limit ?",
+                [ADD_CHUNK_ROWS],
+            ).fetchall()
+            if not rows:
+                return moved
+            changes = [
+                Change(key, template.state, template.fields, template.detail)
+                for key, has_result in rows
+                for template in [change_for(bool(has_result))]
+            ]
+            self._apply_segment(changes, stamp)
+            self._insert_events(changes, stamp)
+            moved += len(changes)
+
+    def _insert_chunk(self, chunk: Sequence[Item]) -> int:
+        if not chunk:
+            return 0
+        stamp = now_text()
+        rows = [
+            [
+                item.key,
+                item.item_id,
+                item.job,
+                item.kind,
+                json.dumps(item.request, sort_keys=True),
+                json.dumps(item.carry, sort_keys=True),
+                item.source,
+            ]
+            for item in chunk
+        ]
+        if bind_one_by_one(rows):
+            cursor = self.db.conn.executemany(
+                "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
+                "state, attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                [[*row, PENDING, stamp, stamp] for row in rows],
+            )
+        else:
+            cursor = self.db.conn.execute(
+                "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
+                f"state, attempts, created_at, updated_at) select {json_columns(7)}, ?, 0, ?, ? "
+                "from json_each(?) as j order by j.key",
+                [PENDING, stamp, stamp, json.dumps(rows)],
+            )
+        return int(cursor.rowcount)
 
     # -- state changes ----------------------------------------------------------------------
 
@@ -293,19 +447,22 @@ class CheckpointStore:
         with transaction(self.db.conn):
             for segment in _segments_with_distinct_keys(changes):
                 self._apply_segment(segment, stamp)
-            events = [[change.key, change.state, change.detail] for change in changes]
-            if bind_one_by_one(events):
-                self.db.conn.executemany(
-                    "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
-                    [[*event, stamp] for event in events],
-                )
-            else:
-                self.db.conn.execute(
-                    "insert into events (key, state, detail, at) "
-                    "select j.value ->> 0, j.value ->> 1, j.value ->> 2, ? "
-                    "from json_each(?) as j order by j.key",
-                    [stamp, json.dumps(events)],
-                )
+            self._insert_events(changes, stamp)
+
+    def _insert_events(self, changes: Sequence[Change], stamp: str) -> None:
+        events = [[change.key, change.state, change.detail] for change in changes]
+        if bind_one_by_one(events):
+            self.db.conn.executemany(
+                "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
+                [[*event, stamp] for event in events],
+            )
+        else:
+            self.db.conn.execute(
+                "insert into events (key, state, detail, at) "
+                "select j.value ->> 0, j.value ->> 1, j.value ->> 2, ? "
+                "from json_each(?) as j order by j.key",
+                [stamp, json.dumps(events)],
+            )
 
     def _apply_segment(self, changes: Sequence[Change], stamp: str) -> None:
         """One update per set of changed columns; every key appears once, so order cannot matter.
@@ -417,9 +574,9 @@ class CheckpointStore:
         the bulk of the store, are not read."""
         sql = (
             "select kind, carry, case when kind in ('judgment', 'web_search') then request end "
-            "from items where job = ?"
+            "from items where job = ? and state != ?"
         )
-        for kind, carry_text, request_text in self.db.execute(sql, [job]):
+        for kind, carry_text, request_text in self.db.execute(sql, [job, SUPERSEDED]):
             yield kind, json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
 
     def count_by_state(self) -> dict[str, int]:
@@ -484,7 +641,13 @@ class CheckpointStore:
             yield dict(zip(names, values, strict=True))
 
     def jobs(self) -> list[str]:
-        return [row[0] for row in self.db.execute("select distinct job from items order by job")]
+        """Jobs of the current manifest: those with at least one item that is not superseded."""
+        sql = "select distinct job from items where state != ? order by job"
+        return [row[0] for row in self.db.execute(sql, [SUPERSEDED])]
+
+    def iter_current_items(self, job: str, columns: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """The items of ``job`` the current manifest produces (all but superseded), in rowid order."""
+        return self.iter_items(job, [state for state in ALL_STATES if state != SUPERSEDED], columns)
 
     def events(self, key: str) -> list[dict[str, Any]]:
         return list(self.db.table("events").rows_where("key = ?", [key], order_by="id"))

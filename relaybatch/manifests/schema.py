@@ -23,9 +23,11 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$", description="default: file stem")
-    profile: str | None = Field(default=None, description="gateway profile name from configs/")
     budget_usd: Decimal | None = Field(default=None, gt=0, description="stop new billed work past this")
     concurrency: int = Field(default=16, ge=1, le=1024)
+    rate_limit_rpm: int | None = Field(
+        default=None, gt=0, description="a known requests-per-minute limit for this process's limiter"
+    )
     uncertain: UncertainPolicy = Field(
         default="report", description="items sent with no answer recorded: report them, or resend"
     )

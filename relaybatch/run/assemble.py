@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+import hashlib
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -39,12 +40,25 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class RunOverrides:
+    """Settings given on the command line; each one, when set, wins over the manifest's."""
+
+    run_name: str | None = None
+    budget_usd: Decimal | None = None
+    concurrency: int | None = None
+    rate_limit_rpm: int | None = None
+
+
+@dataclass(frozen=True)
 class PlannedRun:
-    """A manifest planned into its run's store: where the run lives and how many items were new."""
+    """A manifest planned into its run's store: where the run lives and what changed."""
 
     paths: RunPaths
     label: str
     added: int
+    superseded: int = 0
+    restored: int = 0
+    run_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,62 +71,146 @@ class ExecuteResult:
     interrupted: str | None = None
 
 
-def stored_settings(manifest: Manifest, shard: Shard | None) -> dict[str, Any]:
+def stored_settings(
+    manifest: Manifest, shard: Shard | None, overrides: RunOverrides | None = None
+) -> dict[str, Any]:
     """What a resumed run needs from the manifest, kept in the store (JSON, money as strings).
 
     A shard gets its share of each budget: shards run in separate processes, each with its own
     spend guard, so N shards of a 10 USD run are 10/N USD each and never more than 10 together.
     """
+    overrides = overrides or RunOverrides()
     share = Decimal(shard.count) if shard else Decimal(1)
-    run_budget = manifest.settings.budget_usd
+    run_budget = overrides.budget_usd or manifest.settings.budget_usd
     return {
         "budget_usd": None if run_budget is None else str(run_budget / share),
         "job_budgets": {
             job.name: str(job.budget_usd / share) for job in manifest.jobs if job.budget_usd is not None
         },
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
-        "concurrency": manifest.settings.concurrency,
+        "concurrency": overrides.concurrency or manifest.settings.concurrency,
+        "rate_limit_rpm": overrides.rate_limit_rpm or manifest.settings.rate_limit_rpm,
         "uncertain_policy": manifest.settings.uncertain,
     }
+
+
+def manifest_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_identity(run: RunPaths, manifest_path: Path, sha256: str) -> None:
+    """Refuse to plan a different manifest into an existing run (DESIGN.md invariant 8).
+
+    The same file edited is the same run (its edits supersede items); an identical copy moved
+    elsewhere is too. A different file with different content is refused, naming both."""
+    for store_path in store_paths(run):
+        with CheckpointStore.open_read_only(store_path) as store:
+            recorded = store.manifest()
+        if recorded is None:
+            continue
+        path, digest = recorded
+        if path != str(manifest_path) and digest != sha256:
+            raise UserError(
+                f"run '{run.name}' belongs to {path}, and {manifest_path} is a different manifest. "
+                f"Give it its own run: relaybatch run {manifest_path} --run-name NAME "
+                "(or set run.name in its YAML)"
+            )
+        return
+
+
+def store_paths(run: RunPaths) -> list[Path]:
+    """Every checkpoint store of a run that exists: the run's own, then each shard's (any split)."""
+    shards = sorted(run.shards.glob("*-of-*/checkpoint.sqlite")) if run.shards.is_dir() else []
+    return [path for path in [run.checkpoint, *shards] if path.exists()]
+
+
+class OtherStores:
+    """Read-only views of a run's other stores: what any of them settled, a shard must not send."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.stores = [CheckpointStore.open_read_only(path) for path in paths]
+
+    def settled(self, keys: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for store in self.stores:
+            found |= store.settled_keys(keys)
+        return found
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.close()
+
+
+def fold_shards(run: RunPaths) -> int:
+    """Fold every shard store of the run into the run's own store (rows taken)."""
+    shards = [path for path in store_paths(run) if path != run.checkpoint]
+    if not shards:
+        return 0
+    with CheckpointStore(run.checkpoint) as store:
+        return sum(store.absorb(path) for path in shards)
 
 
 def plan_run(
     manifest_path: Path,
     runs_dir: Path | None = None,
     shard: Shard | None = None,
+    overrides: RunOverrides | None = None,
     check: Callable[[Validation], None] | None = None,
 ) -> PlannedRun:
-    """Validate the manifest and add its new items (this shard's only) to the run's store.
+    """Validate the manifest and make the run's store hold its items (a shard: its share).
 
     ``check`` adds problems only a gateway can show (model families, from its catalog) to the pass.
-    Raises ManifestInvalid (every problem, with file, line and field) before anything is written.
+    Raises ManifestInvalid (every problem, with file, line and field) or UserError (another
+    manifest's run) before anything is written. The manifest is opened once and streamed twice
+    (validate, then plan); no list of items is built.
     """
+    overrides = overrides or RunOverrides()
     manifest = open_manifest(manifest_path)
     validation = manifest.validate()
     if check is not None:
         check(validation)
     validation.raise_if_invalid()
-    paths = run_paths(runs_dir, manifest.run_name)
-    if shard is not None:
-        paths = shard.paths(paths)
+    name = overrides.run_name or manifest.run_name
+    run = run_paths(runs_dir, name)
+    resolved, digest = str(manifest_path.resolve()), manifest_sha256(manifest_path)
+    check_identity(run, Path(resolved), digest)
     items = manifest.iter_items()
-    if shard is not None:
+    if shard is None:
+        fold_shards(run)  # shards are views of this run: what they settled is settled here
+        others = None
+        paths = run
+    else:
+        paths = shard.paths(run)
         items = (item for item in items if shard.contains(item.key))
-    with CheckpointStore(paths.checkpoint) as store:
-        store.save_run(manifest.run_name, stored_settings(manifest, shard))
-        added = store.add_items(items)
-    label = f"{manifest.run_name} shard {shard}" if shard else manifest.run_name
-    return PlannedRun(paths, label, added)
+        others = OtherStores([path for path in store_paths(run) if path != paths.checkpoint])
+    try:
+        with CheckpointStore(paths.checkpoint) as store:
+            store.save_run(name, stored_settings(manifest, shard, overrides))
+            store.record_manifest(resolved, digest)
+            counts = store.plan_items(items, skip=others.settled if others else None)
+    finally:
+        if others is not None:
+            others.close()
+    label = f"{name} shard {shard}" if shard else name
+    return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
 
 
-async def run_limiter(shared_limit: SharedLimit | None) -> tuple[Limiter, AdaptiveTokenBucket]:
+async def run_limiter(
+    shared_limit: SharedLimit | None, known_rpm: int | None = None
+) -> tuple[Limiter, AdaptiveTokenBucket]:
     """The run's limiter, and the in-process bucket inside it (the engine fits polls to it).
 
-    Without a shared limit the bucket learns the account's limit from the gateway's headers.
+    The bucket starts at the shared limit, else at the run's known limit (``run.rate_limit_rpm``
+    or ``--rate-limit-rpm``), else unknown; either way it then follows the gateway's headers and
+    429s.
     """
     from relaybatch.shared_limit import open_shared_limiter
 
-    bucket = AdaptiveTokenBucket(shared_limit.rpm if shared_limit else None)
+    bucket = AdaptiveTokenBucket(shared_limit.rpm if shared_limit else known_rpm)
     if shared_limit is None:
         return bucket, bucket
     return await open_shared_limiter(shared_limit, local=bucket), bucket
@@ -176,9 +274,10 @@ async def open_run(
     from relaybatch.costs import spend_guard_for_run
     from relaybatch.settings import Settings
 
-    limiter, bucket = await run_limiter(shared_limit)
     with CheckpointStore(paths.checkpoint) as store:
         saved = store.run_settings()
+        rpm = saved.get("rate_limit_rpm")
+        limiter, bucket = await run_limiter(shared_limit, int(rpm) if rpm else None)
         async with contextlib.AsyncExitStack() as stack:
             if client is None:
                 settings = Settings(base_url=base_url) if base_url else Settings()

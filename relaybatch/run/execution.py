@@ -64,6 +64,7 @@ class RunOutcome:
     interrupted: str | None = None
     # Seconds spent in each step (plan, execute, export).
     timings: dict[str, float] = field(default_factory=dict)
+    sent: int = 0  # requests this execution sent (billed creates; polls not counted)
 
 
 def current_limit_rpm(checkpoint: Path) -> float | None:
@@ -160,6 +161,7 @@ async def run_locally(
         stopped=result.stopped,
         spent_usd=result.spent_usd,
         interrupted=result.interrupted,
+        sent=result.sent,
         timings={
             "plan": planned_at - started,
             "execute": executed - planned_at,

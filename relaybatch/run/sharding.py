@@ -3,8 +3,13 @@
 An item belongs to a shard by a hash of its key, so every process (on any machine) computes the
 same split from the same manifest without coordinating, and an item can never be in two shards:
 nothing is sent twice. Each shard keeps its own checkpoint store under the run folder
-(``<run>/shards/<i>-of-<n>/``): SQLite files are never shared between processes or machines, only
-the folder that holds them is.
+(``<run>/shards/<i>-of-<n>/``), written by that shard's process only: SQLite files are never
+written by two processes, only the folder that holds them is shared.
+
+Shards are views of one run: planning a shard skips every item that the run's own store or any
+other shard's store (of any split) has settled (done, in flight, uncertain), so a shard never
+resends work; ``merge`` (and an unsharded run of the same manifest) folds the shard stores into
+the run's store, so status, export, report and the dashboard see one run.
 """
 
 from __future__ import annotations
@@ -13,9 +18,6 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from relaybatch.errors import UserError
 from relaybatch.run.paths import RunPaths
@@ -80,19 +82,24 @@ def shard_count_on_disk(run: RunPaths) -> int:
     return counts.pop()
 
 
-def merge_shard_results(run: RunPaths, count: int) -> list[Path]:
-    """Concatenate every shard's results per job into the run's own results folder."""
-    from relaybatch.engine.outputs import write_parquet_atomically
+def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
+    """Fold the shards' stores (of split ``count``, or every split on disk) into the run's own
+    store, then export the run's results from it: one store, one result set, one row per item."""
+    from relaybatch.engine import CheckpointStore, export_results
 
-    per_job: dict[str, list[pa.Table]] = {}
-    for folder in shard_folders(run, count):
-        for path in sorted(folder.results.glob("*.parquet")):
-            per_job.setdefault(path.stem, []).append(pq.read_table(path))
-    merged = []
-    for job, tables in sorted(per_job.items()):
-        # A column all-null in one shard has type null there; promotion unifies the schemas.
-        table = pa.concat_tables(tables, promote_options="default")
-        path = run.results / f"{job}.parquet"
-        write_parquet_atomically(table, path)
-        merged.append(path)
-    return merged
+    if count is not None:
+        folders = shard_folders(run, count)
+    else:
+        shard_count_on_disk_or_any(run)
+        folders = [RunPaths(folder) for folder in sorted(run.shards.glob("*-of-*")) if folder.is_dir()]
+    with CheckpointStore(run.checkpoint) as store:
+        for folder in folders:
+            if folder.checkpoint.exists():
+                store.absorb(folder.checkpoint)
+        return export_results(store, run.results)
+
+
+def shard_count_on_disk_or_any(run: RunPaths) -> None:
+    """Raise when the run has no shard folders at all."""
+    if not run.shards.is_dir() or not any(run.shards.glob("*-of-*")):
+        raise UserError(f"no shards under {run.shards}: run `relaybatch run FILE --shard 1/N` first")

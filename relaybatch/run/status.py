@@ -1,17 +1,27 @@
-"""What `relaybatch status RUN` shows: counts per state and job, why the run stopped, uncertain items."""
+"""What `relaybatch status RUN` shows: counts per state and job, how the last execution ended,
+every item that did not end done (with its reason), and the command that resumes the run."""
 
 from __future__ import annotations
+
+import shlex
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from relaybatch.console import table as folding_table
-from relaybatch.engine.states import ALL_STATES, UNCERTAIN
+from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
 
-# Enough to act on without flooding a terminal; `relaybatch export` has every row.
-UNCERTAIN_LISTED = 50
+# Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
+LISTED = 20
+# The states a user must look at, in the order they are listed, with what each means.
+EXPLAINED = {
+    FAILED: "failed items",
+    UNCERTAIN: "uncertain items (sent, answer never recorded; not resent)",
+    CANCELLED: "cancelled items",
+    SUPERSEDED: "superseded items (the manifest no longer produces them; kept, never exported)",
+}
 
 
 def counts_table(store: CheckpointStore) -> Table:
@@ -30,33 +40,66 @@ def counts_table(store: CheckpointStore) -> Table:
     return table
 
 
-def uncertain_table(store: CheckpointStore, limit: int = UNCERTAIN_LISTED) -> Table | None:
-    rows = list(store.iter_items(states=[UNCERTAIN], columns=["job", "item_id", "last_error"], limit=limit))
+def items_table(store: CheckpointStore, state: str, limit: int | None) -> Table | None:
+    columns = ["job", "item_id", "last_error"]
+    rows = list(store.iter_items(states=[state], columns=columns, limit=limit))
     if not rows:
         return None
-    table = folding_table(
-        "job", "item", "why", title="uncertain items (sent, answer never recorded; not resent)"
-    )
+    table = folding_table("job", "item", "why", title=EXPLAINED[state])
     for row in rows:
         table.add_row(row["job"], row["item_id"], row["last_error"] or "")
     return table
 
 
-def status_view(store: CheckpointStore) -> Group:
-    parts: list[Table | Text] = [counts_table(store)]
-    stopped = store.stop_reason()
-    if stopped:
-        parts.append(Text(f"last execution stopped early: {stopped}"))
-    uncertain = uncertain_table(store)
-    if uncertain is not None:
-        parts.append(uncertain)
-        total = store.count_by_state().get(UNCERTAIN, 0)
-        if total > UNCERTAIN_LISTED:
-            parts.append(Text(f"... and {total - UNCERTAIN_LISTED} more; `relaybatch export` lists them all"))
+def last_execution_line(store: CheckpointStore) -> str:
+    """How the last execution ended: finished, stopped early and why, or died (no end recorded)."""
+    last = store.last_execution()
+    if last["started_at"] is None:
+        reason = last["stop_reason"]
+        return "no execution recorded yet" if reason is None else f"last execution stopped early: {reason}"
+    if last["ended_at"] is None:
+        return (
+            f"last execution, started {last['started_at']}, did not finish: its process died or was "
+            "killed (items it left in `sending` become uncertain when the run resumes)"
+        )
+    if last["stop_reason"]:
+        return f"last execution stopped early at {last['ended_at']}: {last['stop_reason']}"
+    return f"last execution finished at {last['ended_at']}"
+
+
+def resume_command(store: CheckpointStore, run_name: str) -> str:
+    manifest = store.manifest()
+    if manifest is None:
+        return "relaybatch run MANIFEST (the manifest this run was made from)"
+    command = ["relaybatch", "run", manifest[0]]
+    if run_name != store.run_name():
+        command += ["--run-name", run_name]
+    return shlex.join(command)
+
+
+def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -> Group:
+    parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
+    counts = store.count_by_state()
+    limit = None if show_all else LISTED
+    for state in EXPLAINED:
+        table = items_table(store, state, limit)
+        if table is None:
+            continue
+        parts.append(table)
+        total = counts.get(state, 0)
+        if limit is not None and total > limit:
+            parts.append(
+                Text(f"... and {total - limit} more {state}; `relaybatch status {run_name} --all` lists them")
+            )
+    if counts.get(UNCERTAIN):
         parts.append(
             Text(
-                "Check these in the gateway console before resending; set `uncertain: resend` in the "
-                "manifest's run settings to send them again."
+                "Check uncertain items in the gateway console before resending; set `uncertain: resend` "
+                "in the manifest's run settings to send them again."
             )
         )
+    open_items = sum(count for state, count in counts.items() if state not in TERMINAL_STATES)
+    retryable = open_items + counts.get(FAILED, 0) + counts.get(UNCERTAIN, 0)
+    if retryable or store.last_execution()["stop_reason"]:
+        parts.append(Text(f"resume with: {resume_command(store, run_name)}"))
     return Group(*parts)

@@ -17,7 +17,7 @@ from relaybatch.manifests import ManifestInvalid, load_items, open_manifest
 CHAT_JOB = """
     run:
       name: nightly
-      profile: production
+      rate_limit_rpm: 600
       budget_usd: 2.50
       concurrency: 4
       uncertain: resend
@@ -77,9 +77,9 @@ def test_run_settings_are_read_exactly(write, tmp_path: Path) -> None:
 
     settings = manifest.settings
     assert settings.budget_usd == Decimal("2.50")
-    assert (settings.name, settings.profile, settings.concurrency, settings.uncertain) == (
+    assert (settings.name, settings.rate_limit_rpm, settings.concurrency, settings.uncertain) == (
         "nightly",
-        "production",
+        600,
         4,
         "resend",
     )
