@@ -23,6 +23,8 @@ EXPLAINED = {
     SUPERSEDED: "superseded items (the manifest no longer produces them; kept, never exported)",
 }
 
+_WITHOUT_REASON = {SUPERSEDED: "no longer in the manifest", CANCELLED: "cancelled"}
+
 
 def counts_table(store: CheckpointStore) -> Table:
     per_job = store.count_by_job_and_state()
@@ -47,7 +49,7 @@ def items_table(store: CheckpointStore, state: str, limit: int | None) -> Table 
         return None
     table = folding_table("job", "item", "why", title=EXPLAINED[state])
     for row in rows:
-        table.add_row(row["job"], row["item_id"], row["last_error"] or "")
+        table.add_row(row["job"], row["item_id"], row["last_error"] or _WITHOUT_REASON.get(state, ""))
     return table
 
 

@@ -213,3 +213,55 @@ def test_every_write_follows_the_state_table(store: CheckpointStore, path: list[
     else:
         with pytest.raises(IllegalTransition):
             store.transition(chat(1).key, last)
+
+
+def test_planning_supersedes_what_the_manifest_dropped_and_restores_what_it_brings_back(
+    store: CheckpointStore,
+) -> None:
+    store.add_items([chat(1), chat(2), chat(3), chat(4)])
+    for n, end in ((1, "done"), (2, "failed"), (3, "submitted")):
+        store.transition(chat(n).key, "sending")
+        store.transition(chat(n).key, end, **({"result": {"output_text": "a"}} if end == "done" else {}))
+
+    counts = store.plan_items([chat(5)])
+
+    # chat(3) is paid remote work still running: it finishes before it can be superseded
+    assert (counts.added, counts.superseded, counts.restored) == (1, 3, 0)
+    assert store.count_by_state() == {"superseded": 3, "submitted": 1, "pending": 1}
+    assert store.jobs() == ["job"]
+
+    counts = store.plan_items([chat(1), chat(4), chat(5)])
+
+    assert (counts.added, counts.superseded, counts.restored) == (0, 0, 2)
+    assert store.item(chat(1).key)["state"] == "done"  # its answer is still good
+    assert store.item(chat(4).key)["state"] == "pending"
+    assert [e["state"] for e in store.events(chat(1).key)] == ["sending", "done", "superseded", "done"]
+
+
+def test_a_shard_skips_items_another_store_settled(store: CheckpointStore, tmp_path) -> None:
+    other = CheckpointStore(tmp_path / "other" / "checkpoint.sqlite")
+    other.add_items([chat(1), chat(2)])
+    other.transition(chat(1).key, "sending")
+
+    counts = store.plan_items([chat(1), chat(2)], skip=other.settled_keys)
+
+    assert counts.added == 1 and store.count_by_state() == {"pending": 1}
+    other.transition(chat(1).key, "done", result={"output_text": "a"})
+    store.transition(chat(2).key, "sending")
+    store.transition(chat(2).key, "done")
+    other.close()
+
+    assert store.absorb(tmp_path / "other" / "checkpoint.sqlite") == 1  # chat(2): ours is further
+    assert store.count_by_state() == {"done": 2}
+
+
+def test_status_says_when_the_last_execution_died(store: CheckpointStore) -> None:
+    from relaybatch.run.status import last_execution_line
+
+    store.record_start()
+    assert "did not finish" in last_execution_line(store)
+    store.record_stop("budget reached")
+    assert "stopped early" in last_execution_line(store) and "budget reached" in last_execution_line(store)
+    store.record_start()
+    store.record_stop(None)
+    assert last_execution_line(store).startswith("last execution finished")

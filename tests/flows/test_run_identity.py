@@ -1,0 +1,168 @@
+"""One run, one truth: a run belongs to one manifest, edits supersede, shards never resend.
+
+Every request is counted at the embedded emulator, so "sent nothing" means nothing reached it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.connect import embedded_emulator
+from relaybatch.engine import CheckpointStore
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CHATS = ("POST", "/v1/chat/completions")
+
+
+def chats_sent() -> int:
+    return embedded_emulator().state.emulator.request_count(*CHATS)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), terminal_width=400)
+    return result.exit_code, result.output
+
+
+def write_csv(path: Path, rows: int, prompt: str = "Summarise paragraph {n}.") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["id,model,prompt,max_tokens"]
+    lines += [f"p{n},relay-chat-small,{prompt.format(n=n)},16" for n in range(rows)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def answers(path: Path) -> list[tuple[str, str]]:
+    table = pq.read_table(path, columns=["item_id", "output_text"])
+    return sorted(
+        zip(table.column("item_id").to_pylist(), table.column("output_text").to_pylist(), strict=True)
+    )
+
+
+def test_another_manifest_with_the_same_name_is_refused(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    first = write_csv(tmp_path / "a" / "demo.csv", 2)
+    other = write_csv(tmp_path / "elsewhere" / "demo.csv", 1, prompt="Something else {n}.")
+    assert run("run", str(first), "--runs-dir", runs)[0] == 0
+    before = chats_sent()
+
+    code, output = run("run", str(other), "--runs-dir", runs)
+
+    assert code == 1
+    assert str(first.resolve()) in output and str(other.resolve()) in output
+    assert "--run-name" in output and "run.name" in output and "Traceback" not in output
+    assert chats_sent() == before
+    assert answers(tmp_path / "runs" / "demo" / "results" / "demo.parquet")[0][0] == "p0"
+    assert pq.read_table(tmp_path / "runs" / "demo" / "results" / "demo.parquet").num_rows == 2
+
+    code, output = run(
+        "run", str(other), "--runs-dir", runs, "--run-name", "demo-elsewhere", "--budget", "1.50"
+    )
+
+    assert code == 0, output
+    with CheckpointStore.open_read_only(tmp_path / "runs" / "demo-elsewhere" / "checkpoint.sqlite") as store:
+        assert store.run_settings()["budget_usd"] == "1.50"
+        assert store.manifest() == (str(other.resolve()), hashlib.sha256(other.read_bytes()).hexdigest())
+    assert pq.read_table(tmp_path / "runs" / "demo-elsewhere" / "results" / "demo.parquet").num_rows == 1
+
+
+def test_an_edited_manifest_sends_only_the_edited_rows_and_keeps_one_row_per_input(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "labels.csv", 6)
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    lines = manifest.read_text().splitlines()
+    lines[2] = "p1,relay-chat-small,An edited prompt one.,16"
+    lines[5] = "p4,relay-chat-small,An edited prompt four.,16"
+    manifest.write_text("\n".join(lines) + "\n")
+    before = chats_sent()
+
+    code, output = run("run", str(manifest), "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before + 2  # exactly the edited rows
+    assert "2 new, 2 superseded" in output and "2 requests sent by this execution" in output
+    table = pq.read_table(tmp_path / "runs" / "labels" / "results" / "labels.parquet")
+    assert sorted(table.column("item_id").to_pylist()) == [f"p{n}" for n in range(6)]  # one row each
+    code, status = run("status", "labels", "--runs-dir", runs)
+    assert code == 0
+    assert "superseded" in status and "no longer in the manifest" in status
+    assert status.count("labels") >= 3  # the counts row and one row per superseded item
+
+    lines[2] = "p1,relay-chat-small,Summarise paragraph 1.,16"  # the edit undone: its answer is back
+    manifest.write_text("\n".join(lines) + "\n")
+    before = chats_sent()
+    code, output = run("run", str(manifest), "--runs-dir", runs)
+    assert code == 0, output
+    assert chats_sent() == before
+    assert "1 superseded, 1 back from superseded" in output
+
+
+def test_shards_after_a_full_run_send_nothing_and_merge_to_the_same_results(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", 12)
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    results = tmp_path / "runs" / "bulk" / "results" / "bulk.parquet"
+    unsharded = answers(results)
+    before = chats_sent()
+
+    for shard in ("1/2", "2/2", "1/3", "2/3", "3/3"):
+        code, output = run("run", str(manifest), "--runs-dir", runs, "--shard", shard)
+        assert code == 0, output
+    code, output = run("merge", "bulk", "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before  # 0 requests: every item was done in the run's own store
+    assert answers(results) == unsharded
+
+
+def test_shards_first_then_the_whole_run_sends_nothing_more(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", 10)
+    before = chats_sent()
+    for shard in ("1/2", "2/2"):
+        assert run("run", str(manifest), "--runs-dir", runs, "--shard", shard)[0] == 0
+    assert chats_sent() == before + 10
+    code, output = run("run", str(manifest), "--runs-dir", runs, "--shard", "2/3")  # another split
+    assert code == 0, output
+
+    code, output = run("run", str(manifest), "--runs-dir", runs)  # folds the shards into the run
+
+    assert code == 0, output
+    assert chats_sent() == before + 10
+    assert "done 10" in output
+    assert len(answers(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet")) == 10
+
+
+def test_failed_items_exit_1_and_status_gives_reasons_and_the_resume_command(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = tmp_path / "mixed.csv"
+    manifest.write_text(
+        "id,model,prompt,max_tokens\nok,relay-chat-small,Hi.,8\nbad,relay-no-such-model,Hi.,8\n"
+    )
+
+    code, output = run(
+        "run", str(manifest), "--runs-dir", runs, "--concurrency", "2", "--rate-limit-rpm", "600"
+    )
+
+    assert code == 1
+    assert "failed 1" in output and "relaybatch status mixed" in output
+    code, status = run("status", "mixed", "--runs-dir", runs)
+    assert code == 0
+    assert "failed items" in status and "relay-no-such-model" in status
+    assert "last execution finished" in status
+    assert f"resume with: relaybatch run {manifest.resolve()}" in status
+    with CheckpointStore.open_read_only(tmp_path / "runs" / "mixed" / "checkpoint.sqlite") as store:
+        assert (store.run_settings()["concurrency"], store.run_settings()["rate_limit_rpm"]) == (2, 600)
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0"])
+def test_a_bad_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
+    code, output = run("run", str(write_csv(tmp_path / "x.csv", 1)), "--budget", value)
+    assert code == 2
+    assert "--budget" in output
