@@ -165,25 +165,19 @@ EXPORTED: dict[str, list[str]] = {
         "Failure",
         "OpenRun",
         "PlannedRun",
-<<<<<<< HEAD
         "RunOutcome",
-=======
         "RunOverrides",
->>>>>>> 0f646d4 (Engine: the feeder never queues again an item that left pending since it read its page (a stale page could resend a submitted item: found by the state check on write); one lock of exported names (the gateway and costs copies removed); docs for status, shards and merge)
         "RunPaths",
         "Shard",
         "SpendLine",
         "counts",
         "counts_per_job",
-<<<<<<< HEAD
         "current_limit_rpm",
         "errors_by_type",
         "execute_run",
         "export_run_results",
         "failures",
-=======
         "fold_shards",
->>>>>>> 0f646d4 (Engine: the feeder never queues again an item that left pending since it read its page (a stale page could resend a submitted item: found by the state check on write); one lock of exported names (the gateway and costs copies removed); docs for status, shards and merge)
         "items_per_job_and_state",
         "merge_shard_results",
         "open_run",
