@@ -12,7 +12,15 @@ from engine_fakes import FAST, ClientFactory
 from engine_items import every_kind, item
 
 from relaybatch.engine import Change, CheckpointStore, execute, export_results
-from relaybatch.engine.result_columns import answer_values
+from relaybatch.engine.result_columns import (
+    ITEM_COLUMNS,
+    KIND_COLUMNS,
+    READER,
+    RESULT_COLUMNS,
+    RUN_COLUMNS,
+    USAGE_TYPES,
+    answer_values,
+)
 
 TOKENS = pa.int64()
 TEXT = pa.string()
@@ -328,3 +336,15 @@ def test_score_probabilities_take_the_legend_labels_in_level_order() -> None:
     assert probabilities == [("calm", 0.6), ('{"hint": "raised voice", "label": "cross"}', 0.4), ("2", 0.0)]
     assert answer_values(None, "choice") == [None, None, None]
     assert answer_values({"noul": 0.9, "confidence": 1.0}, "noul") == [0.9]
+
+
+def test_every_column_and_usage_counter_is_in_the_docs() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "engine.md").read_text(encoding="utf-8")
+    results = docs[docs.index("## Results") :]
+    columns = [column.name for column in ITEM_COLUMNS + RESULT_COLUMNS + RUN_COLUMNS]
+    counters = {field.name for usage in USAGE_TYPES.values() for field in usage}
+
+    kinds = [kind.replace(READER, "reader") for kind in KIND_COLUMNS]
+    missing = [name for name in [*columns, *kinds] if f"`{name}`" not in results]
+    missing += [name for name in counters if name not in results]
+    assert missing == []
