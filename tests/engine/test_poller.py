@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -47,3 +48,20 @@ async def test_a_tight_poll_budget_stretches_the_interval_instead_of_overflowing
 
     polls.submissions_over()  # no submissions left: polls may use the whole rate
     assert polls.interval(0) == pytest.approx(500 / (2.0 * SAFETY_FACTOR))
+
+
+async def test_when_submissions_end_polls_spaced_for_the_share_are_brought_forward() -> None:
+    limiter = AdaptiveTokenBucket(120, poll_share=0.3)
+    polls = poller(PollSettings(initial_seconds=5, jitter=0), limiter)
+    for number in range(500):
+        polls.add(f"key-{number}", "video", f"video-{number}", "submitted", delay=polls.interval(0))
+    latest = max(entry.due for entry in polls.heap)
+
+    polls.submissions_over()
+
+    # The whole rate (~1.98 polls per second) now carries them: the last is due ~252 s from now,
+    # not the ~842 s the poll share alone allowed, and no poll was pushed later.
+    assert max(entry.due for entry in polls.heap) < latest
+    assert max(entry.due for entry in polls.heap) - time.monotonic() == pytest.approx(
+        500 / (2 * SAFETY_FACTOR), rel=0.01
+    )
