@@ -182,8 +182,6 @@ EXPORTED: dict[str, list[str]] = {
         "merge_shard_results",
         "open_run",
         "plan_run",
-        "progress_of",
-        "read_progress",
         "refused_before_sending",
         "result_of",
         "run_limiter",

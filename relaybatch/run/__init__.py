@@ -31,8 +31,6 @@ from relaybatch.run.views import (
     errors_by_type,
     failures,
     items_per_job_and_state,
-    progress_of,
-    read_progress,
     spend_lines,
     total_spend,
 )
@@ -59,8 +57,6 @@ __all__ = [
     "merge_shard_results",
     "open_run",
     "plan_run",
-    "progress_of",
-    "read_progress",
     "refused_before_sending",
     "result_of",
     "run_limiter",

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from relaybatch.engine.states import TERMINAL_STATES
 from relaybatch.engine.store import CheckpointStore
 
 
@@ -76,19 +75,6 @@ def spend_lines(checkpoints: Iterable[Path]) -> list[SpendLine]:
 
 def total_spend(lines: Iterable[SpendLine]) -> Decimal:
     return sum((line.usd for line in lines), Decimal(0))
-
-
-def progress_of(per_state: dict[str, int], spent: Decimal) -> tuple[float, str]:
-    """Percent of items in a terminal state, and one line with every state and the spend so far."""
-    total = sum(per_state.values())
-    finished = sum(count for state, count in per_state.items() if state in TERMINAL_STATES)
-    percent = 100.0 * finished / total if total else 100.0
-    states = ", ".join(f"{state} {count}" for state, count in sorted(per_state.items()))
-    return percent, f"{finished} of {total} items finished ({states or 'no items'}); spent {spent} USD"
-
-
-def read_progress(checkpoint: Path) -> tuple[float, str]:
-    return progress_of(counts([checkpoint]), total_spend(spend_lines([checkpoint])))
 
 
 def items_per_job_and_state(checkpoints: Iterable[Path]) -> list[dict[str, object]]:
