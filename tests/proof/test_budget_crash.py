@@ -13,12 +13,14 @@ from proof_served import served_emulator
 
 KEY = "rb-proof-budget-key"
 SEED = 20261123
-RUN_USD, VIDEO_USD = Decimal("2.00"), Decimal("1.60")
+# Each kill may leave up to 4 creates in flight, counted at their worst case (4 x 0.40 USD): the
+# video budget leaves room for 3 kills whatever the timing, and still binds before the run's.
+RUN_USD, VIDEO_USD = Decimal("8.00"), Decimal("6.00")
 
 
 def test_kill_nine_during_billed_creates_never_crosses_the_budget(tmp_path: Path) -> None:
     manifest = budget_manifest(
-        tmp_path, videos=10, images=2, chats=3, run_usd=str(RUN_USD), video_usd=str(VIDEO_USD)
+        tmp_path, videos=20, images=2, chats=3, run_usd=str(RUN_USD), video_usd=str(VIDEO_USD)
     )
     with served_emulator(budget_config(KEY)) as emulator:
         campaign = budget_campaign(manifest, tmp_path / "home", emulator, KEY, seed=SEED, kills=3)
