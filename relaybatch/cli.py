@@ -384,6 +384,7 @@ def plan(
 ) -> None:
     """Show the items of a manifest and an estimated cost per job, sending no billed request."""
     import asyncio
+    from decimal import Decimal
 
     from relaybatch.connect import open_client
     from relaybatch.costs.plan import Plan, make_plan
@@ -420,6 +421,11 @@ def plan(
     if checked.settings.budget_usd is not None:
         verdict = "covers" if result.worst_usd <= checked.settings.budget_usd else "is BELOW"
         console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the worst case")
+    for spec in checked.jobs:
+        if spec.budget_usd is not None:
+            worst = sum((job.worst_usd for job in result.jobs if job.job == spec.name), Decimal(0))
+            verdict = "covers" if worst <= spec.budget_usd else "is BELOW"
+            console.print(f"job {spec.name} budget: {spec.budget_usd} USD, which {verdict} its worst case")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if show_items:

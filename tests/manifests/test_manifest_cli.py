@@ -51,3 +51,16 @@ def test_plan_estimates_each_job_without_billing(write) -> None:
     assert "0.150000" in result.output  # three searches at 0.05 USD, a flat price needing no lookup
     assert "run budget: 1.00 USD, which covers the worst case" in result.output
     assert "look-1" in result.output and "look-3" not in result.output
+
+
+def test_plan_checks_each_job_budget_against_its_worst_case(write) -> None:
+    manifest = write(
+        "p.yaml",
+        """
+        jobs:
+          - {name: look, kind: web_search, budget_usd: "0.10", prompt: "{t}", items: [{t: a}, {t: b}, {t: c}]}
+        """,
+    )
+    result = CliRunner().invoke(app, ["plan", str(manifest)])
+    assert result.exit_code == 0, result.output
+    assert "job look budget: 0.10 USD, which is BELOW its worst case" in result.output
