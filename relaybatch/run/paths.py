@@ -63,6 +63,11 @@ class RunPaths:
 
     def require_existing(self) -> RunPaths:
         if not self.checkpoint.exists():
+            if any(self.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")):
+                raise UserError(
+                    f"run {self.name} has only shard stores so far: `relaybatch merge {self.name}` "
+                    "folds them into the run (or run the manifest without --shard)"
+                )
             raise UserError(f"no run at {self.root}: run a manifest first (relaybatch run FILE)")
         return self
 

@@ -166,3 +166,14 @@ def test_a_bad_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
     code, output = run("run", str(write_csv(tmp_path / "x.csv", 1)), "--budget", value)
     assert code == 2
     assert "--budget" in output
+
+
+def test_status_of_a_run_with_only_shards_says_to_merge(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", 4)
+    assert run("run", str(manifest), "--runs-dir", runs, "--shard", "1/2")[0] == 0
+
+    code, output = run("status", "bulk", "--runs-dir", runs)
+
+    assert code == 1
+    assert "relaybatch merge bulk" in output and "Traceback" not in output
