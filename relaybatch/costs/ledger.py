@@ -26,7 +26,7 @@ from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
 from relaybatch.files import replaced_atomically
-from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
+from relaybatch.sqlite_batches import json_array, json_columns, transaction
 
 MONEY = pa.decimal128(38, 18)
 CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not charged"
@@ -235,12 +235,13 @@ class CostStore:
                 self.db.conn.executemany(
                     "delete from charges where id = ? and outcome = ?", [(key, RESERVED) for key in released]
                 )
+            array = json_array(values)
             if not values:
                 pass
-            elif bind_one_by_one(values):
+            elif array is None:
                 self.db.conn.executemany(_UPSERT_SQL, values)
             else:
-                self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [json.dumps(values)])
+                self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [array])
 
     def reservations_to_unknown(self) -> int:
         """Reservations an earlier execution left (it ended, or died, with those calls in flight)

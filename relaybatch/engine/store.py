@@ -45,7 +45,7 @@ from relaybatch.engine.states import (
     allowed_pairs,
 )
 from relaybatch.manifests import Item
-from relaybatch.sqlite_batches import bind_one_by_one, json_columns, transaction
+from relaybatch.sqlite_batches import json_array, json_columns, transaction
 
 __all__ = [
     "CANCELLED",
@@ -408,7 +408,8 @@ class CheckpointStore:
             ]
             for item in chunk
         ]
-        if bind_one_by_one(rows):
+        array = json_array(rows)
+        if array is None:
             cursor = self.db.conn.executemany(
                 "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
                 "state, attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
@@ -419,7 +420,7 @@ class CheckpointStore:
                 "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
                 f"state, attempts, created_at, updated_at) select {json_columns(7)}, ?, 0, ?, ? "
                 "from json_each(?) as j order by j.key",
-                [PENDING, stamp, stamp, json.dumps(rows)],
+                [PENDING, stamp, stamp, array],
             )
         return int(cursor.rowcount)
 
@@ -451,7 +452,8 @@ class CheckpointStore:
 
     def _insert_events(self, changes: Sequence[Change], stamp: str) -> None:
         events = [[change.key, change.state, change.detail] for change in changes]
-        if bind_one_by_one(events):
+        array = json_array(events)
+        if array is None:
             self.db.conn.executemany(
                 "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
                 [[*event, stamp] for event in events],
@@ -461,7 +463,7 @@ class CheckpointStore:
                 "insert into events (key, state, detail, at) "
                 "select j.value ->> 0, j.value ->> 1, j.value ->> 2, ? "
                 "from json_each(?) as j order by j.key",
-                [stamp, json.dumps(events)],
+                [stamp, array],
             )
 
     def _apply_segment(self, changes: Sequence[Change], stamp: str) -> None:
@@ -475,7 +477,8 @@ class CheckpointStore:
             values = [_column_value(name, change.fields[name]) for name in columns]
             by_columns.setdefault(columns, []).append([change.key, change.state, *values])
         for columns, rows in by_columns.items():
-            if bind_one_by_one(rows):
+            array = json_array(rows)
+            if array is None:
                 assignments = "".join(f", {name} = ?" for name in columns)
                 cursor = self.db.conn.executemany(
                     f"update items set state = ?, updated_at = ?{assignments} "
@@ -490,7 +493,7 @@ class CheckpointStore:
                     f"update items set state = j.value ->> 1, updated_at = ?{assignments} "
                     "from json_each(?) as j where items.key = j.value ->> 0 "
                     f"and (items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}",
-                    [stamp, json.dumps(rows)],
+                    [stamp, array],
                 )
             if cursor.rowcount != len(rows):
                 self._raise_illegal(rows, stamp)
