@@ -26,7 +26,7 @@ from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
 from relaybatch.files import replaced_atomically
-from relaybatch.sqlite_batches import json_array, json_columns, transaction
+from relaybatch.sqlite_batches import transaction
 
 MONEY = pa.decimal128(38, 18)
 CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not charged"
@@ -235,13 +235,10 @@ class CostStore:
                 self.db.conn.executemany(
                     "delete from charges where id = ? and outcome = ?", [(key, RESERVED) for key in released]
                 )
-            array = json_array(values)
-            if not values:
-                pass
-            elif array is None:
-                self.db.conn.executemany(_UPSERT_SQL, values)
-            else:
-                self.db.conn.execute(_UPSERT_FROM_JSON_SQL, [array])
+            # Row by row: a ledger row has about 45 columns, and reading that many out of a JSON
+            # array (sqlite_batches) costs more than twice executemany's binding (measured: 67
+            # against 26 us per row in groups of 20, benchmarks/RESULTS.md "End to end").
+            self.db.conn.executemany(_UPSERT_SQL, values)
 
     def reservations_to_unknown(self) -> int:
         """Reservations an earlier execution left (it ended, or died, with those calls in flight)
@@ -350,10 +347,6 @@ _COLUMN_NAMES = tuple(_sqlite_columns())
 _UPSERT_SQL = (
     f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
     f"values ({', '.join('?' for _ in _COLUMN_NAMES)})"
-)
-_UPSERT_FROM_JSON_SQL = (
-    f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
-    f"select {json_columns(len(_COLUMN_NAMES))} from json_each(?) as j order by j.key"
 )
 
 

@@ -1,4 +1,4 @@
-"""The ledger's SQLite store: a group of charges written in one statement reads back exactly as
+"""The ledger's SQLite store: a group of charges written in one transaction reads back exactly as
 the same charges written one by one (types, decimals, NULLs), and a failed group writes nothing."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_a_group_reads_back_as_the_same_rows_written_one_by_one(tmp_path: Path) 
         for row in rows:
             one_by_one.record(row)
         grouped.record_many(rows[:10])  # holds the NUL: bound row by row
-        grouped.record_many(rows[10:])  # one JSON array
+        grouped.record_many(rows[10:])  # a group in one transaction
     finally:
         one_by_one.close()
         grouped.close()
