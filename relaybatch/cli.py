@@ -423,8 +423,8 @@ def plan(
         console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the worst case")
     for spec in checked.jobs:
         if spec.budget_usd is not None:
-            worst = sum((job.worst_usd for job in result.jobs if job.job == spec.name), Decimal(0))
-            verdict = "covers" if worst <= spec.budget_usd else "is BELOW"
+            job_worst = sum((job.worst_usd for job in result.jobs if job.job == spec.name), Decimal(0))
+            verdict = "covers" if job_worst <= spec.budget_usd else "is BELOW"
             console.print(f"job {spec.name} budget: {spec.budget_usd} USD, which {verdict} its worst case")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from html import escape
 from pathlib import Path
@@ -63,6 +63,31 @@ Promise.all(Object.entries(window.RELAYBATCH_CHARTS).map(([name, figure]) =>
 
 
 TIME_AXIS = {"type": "date", "title": "time (UTC)"}
+# A run over in a second still gets a readable time axis: at least this span, centred on it.
+MIN_TIME_SPAN = timedelta(seconds=60)
+
+
+def run_span(data: DashboardData) -> tuple[datetime, datetime] | None:
+    """From the first to the last moment any timeline holds, widened to ``MIN_TIME_SPAN``."""
+    moments = [data.last_at] if data.last_at else []
+    for series in (data.spend.series(), data.finished.series(), data.errors.series(), data.limiter.series()):
+        moments += [datetime.fromisoformat(moment) for moment, _ in series[:1] + series[-1:]]
+    if not moments:
+        return None
+    start, end = min(moments), max(moments)
+    if end - start < MIN_TIME_SPAN:
+        pad = (MIN_TIME_SPAN - (end - start)) / 2
+        start, end = start - pad, end + pad
+    return start, end
+
+
+def time_axis(data: DashboardData, title: str = "time (UTC)") -> dict[str, Any]:
+    """A date axis over the whole run, so every timeline chart shows the same span."""
+    span = run_span(data)
+    axis: dict[str, Any] = {**TIME_AXIS, "title": title}
+    if span is not None:
+        axis["range"] = [moment.isoformat() for moment in span]
+    return axis
 
 
 def _float(value: Decimal | int | float | None) -> float | None:
@@ -98,7 +123,7 @@ def spend_over_time(data: DashboardData) -> go.Figure | None:
             text=[display_usd(total) for total in totals],
             hovertemplate="%{x}<br>%{text} so far<extra></extra>",
         ),
-        _layout(xaxis=TIME_AXIS, yaxis={"title": "USD", "rangemode": "tozero"}),
+        _layout(xaxis=time_axis(data), yaxis={"title": "USD", "rangemode": "tozero"}),
     )
 
 
@@ -113,7 +138,7 @@ def tokens_over_time(data: DashboardData) -> go.Figure | None:
     ]
     return go.Figure(
         traces,
-        _layout(xaxis=TIME_AXIS, yaxis={"title": "tokens", "rangemode": "tozero"}),
+        _layout(xaxis=time_axis(data), yaxis={"title": "tokens", "rangemode": "tozero"}),
     )
 
 
@@ -177,7 +202,7 @@ def errors_over_time(data: DashboardData) -> go.Figure | None:
         traces,
         _layout(
             barmode="stack",
-            xaxis={"type": "date", "title": f"time (UTC), per {data.errors.seconds} s"},
+            xaxis=time_axis(data, f"time (UTC), per {data.errors.seconds} s"),
             yaxis={"title": "errors"},
         ),
     )
@@ -203,7 +228,7 @@ def limiter_over_time(data: DashboardData) -> go.Figure | None:
             go.Bar(x=times, y=[max(0, n) for n in new_429s], name="429s", yaxis="y2", opacity=0.6),
         ],
         _layout(
-            xaxis=TIME_AXIS,
+            xaxis=time_axis(data),
             yaxis={"title": "requests per minute", "rangemode": "tozero"},
             yaxis2={
                 "title": "429s",
@@ -224,7 +249,7 @@ def throughput(data: DashboardData) -> go.Figure | None:
     return go.Figure(
         go.Bar(x=[moment for moment, _ in series], y=[values["items"] for _, values in series], name="items"),
         _layout(
-            xaxis={"type": "date", "title": f"time (UTC), per {data.finished.seconds} s"},
+            xaxis=time_axis(data, f"time (UTC), per {data.finished.seconds} s"),
             yaxis={"title": "items finished"},
         ),
     )
