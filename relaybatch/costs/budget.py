@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
+RUN_SCOPE = "run"
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -28,7 +30,7 @@ class Reservation:
 class Refusal:
     """Why a call was not admitted: the scope whose budget it would cross, and by how much."""
 
-    scope: str  # "run" or "job NAME"
+    scope: str  # RUN_SCOPE or "job NAME"
     limit: Decimal
     spent: Decimal
     in_flight: Decimal
@@ -79,7 +81,7 @@ class Budget:
         self._waiters: list[asyncio.Future[None]] = []
 
     def limits(self, job: str) -> list[tuple[str, Decimal]]:
-        scopes = [("run", self.run_limit), (f"job {job}", self.job_limits.get(job))]
+        scopes = [(RUN_SCOPE, self.run_limit), (f"job {job}", self.job_limits.get(job))]
         return [(scope, limit) for scope, limit in scopes if limit is not None]
 
     def is_limited(self, job: str) -> bool:
@@ -90,8 +92,8 @@ class Budget:
 
     def _refusal(self, job: str, needed: Decimal | None) -> Refusal | None:
         for scope, limit in self.limits(job):
-            spent = self._spent if scope == "run" else self._spent_by_job.get(job, Decimal(0))
-            in_flight = self._in_flight(None if scope == "run" else job)
+            spent = self._spent if scope == RUN_SCOPE else self._spent_by_job.get(job, Decimal(0))
+            in_flight = self._in_flight(None if scope == RUN_SCOPE else job)
             if needed is None or spent + in_flight + needed > limit:
                 return Refusal(scope, limit, spent, in_flight, needed)
         return None

@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from relaybatch.costs.budget import Budget
+from relaybatch.costs.budget import RUN_SCOPE, Budget
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
 from relaybatch.costs.ledger import (
     CHARGED,
@@ -85,7 +85,8 @@ class RunSpendGuard:
         self._queued: list[LedgerRow] = []
         self._released: list[str] = []  # ids of reservation rows already stored, to drop
         self._lock = threading.Lock()
-        self._stop: str | None = None
+        self._stop: str | None = None  # the run's budget refused a call: the run stops submitting
+        self._job_stops: dict[str, str] = {}  # a job's budget refused a call: only that job stops
         self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
 
     # -- the engine's seam ------------------------------------------------------------------
@@ -96,8 +97,12 @@ class RunSpendGuard:
         worst = worst_case_usd(call.kind, call.request, self._prices(call))
         refusal = self.budget.reserve(call.key, call.job, worst)
         if refusal is not None:
+            message = refusal.message(f"{call.job}/{call.item_id}")
             with self._lock:
-                self._stop = self._stop or refusal.message(f"{call.job}/{call.item_id}")
+                if refusal.scope == RUN_SCOPE:
+                    self._stop = self._stop or message
+                else:
+                    self._job_stops.setdefault(call.job, message)
             return False
         reservation = self._row(call, None, UsageCounts(), CallCost((), "base", (IN_FLIGHT,)), worst)
         with self._lock:
@@ -166,6 +171,11 @@ class RunSpendGuard:
     def stop_message(self) -> str:
         with self._lock:
             return self._stop or "budget reached"
+
+    def job_stopped(self, job: str) -> str | None:
+        """Why the job's own budget refused one of its calls (the run's other jobs go on)."""
+        with self._lock:
+            return self._job_stops.get(job)
 
     # -- helpers ----------------------------------------------------------------------------
 

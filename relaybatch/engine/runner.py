@@ -82,6 +82,9 @@ class RunSummary:
     counts: dict[str, int]
     stopped: str | None = None
     spent_usd: Decimal | None = None
+    # Jobs whose own budget refused a call: they stopped submitting (their items left pending),
+    # the run's other jobs went on. Each with the budget's message; also part of ``stopped``.
+    jobs_stopped: dict[str, str] = field(default_factory=dict)
 
     @property
     def uncertain(self) -> int:
@@ -120,6 +123,7 @@ class Execution:
         self.in_flight = 0
         self.billing_stopped: str | None = None
         self.run_stopped: str | None = None
+        self.jobs_stopped: dict[str, str] = {}
         self.spent = Decimal(0)
         self.priced = False
         self.finished: dict[str, int] = {}
@@ -166,11 +170,17 @@ class Execution:
 
     @property
     def stop_reason(self) -> str | None:
-        if self.run_stopped:
-            return self.run_stopped
-        if self.billing_stopped:
-            return self.billing_stopped
-        return USER_STOP_MESSAGE if self.stop.is_set() else None
+        return self.stop_reason_with({})
+
+    def stop_reason_with(self, pending_by_job: dict[str, int]) -> str | None:
+        """Why the run stopped early, then every job its own budget stopped (the others went on)."""
+        reasons = [
+            self.run_stopped or self.billing_stopped or (USER_STOP_MESSAGE if self.stop.is_set() else "")
+        ]
+        for job, why in self.jobs_stopped.items():
+            left = pending_by_job.get(job)
+            reasons.append(f"job {job} stopped{f' with {left} items pending' if left else ''}: {why}")
+        return "; ".join(reason for reason in reasons if reason) or None
 
     async def _feed(self) -> None:
         while self.submitting:
@@ -194,7 +204,7 @@ class Execution:
             # Decide which rows to queue now, before any await: a row already queued when the page
             # was read may be sent, answered and released while this loop waits on a full queue,
             # and queueing its stale copy then would send it again (a submitted video, twice).
-            fresh = [row for row in page if row.key not in self.queued]
+            fresh = [row for row in page if row.key not in self.queued and row.job not in self.jobs_stopped]
             self.queued.update(row.key for row in fresh)
             for row in fresh:
                 queued_any = True
@@ -202,7 +212,10 @@ class Execution:
         return queued_any
 
     def _pending_left(self) -> bool:
-        return self.store.has_state(PENDING)
+        if not self.jobs_stopped:
+            return self.store.has_state(PENDING)
+        per_job = self.store.count_by_job_and_state()
+        return any(counts.get(PENDING) for job, counts in per_job.items() if job not in self.jobs_stopped)
 
     async def _wait_for_retries(self) -> None:
         earliest = self.store.earliest_not_before()
@@ -238,8 +251,14 @@ class Execution:
             )
             self.count_finished(row.kind, FAILED)
             return
+        if row.job in self.jobs_stopped:
+            return  # its budget is reached: the item stays pending for a later execution
         if self.spend is not None and not self.spend.reserve(call):
-            self.billing_stopped = self.billing_stopped or self.spend.stop_message()
+            job_stop = self.spend.job_stopped(row.job)
+            if job_stop is not None:
+                self.jobs_stopped.setdefault(row.job, job_stop)  # only this job stops
+            else:
+                self.billing_stopped = self.billing_stopped or self.spend.stop_message()
             return
         self.hook("reserved", row.key)
         try:
@@ -446,12 +465,15 @@ async def execute(
         if len({type(leaf) for leaf in leaves}) == 1:
             raise leaves[0] from None
         raise
-    store.record_stop(execution.stop_reason)
+    pending_by_job = {job: counts.get(PENDING, 0) for job, counts in store.count_by_job_and_state().items()}
+    stopped = execution.stop_reason_with(pending_by_job)
+    store.record_stop(stopped)
     return RunSummary(
         sent=execution.sent,
         counts=store.count_by_state(),
-        stopped=execution.stop_reason,
+        stopped=stopped,
         spent_usd=execution.spent if execution.priced else None,
+        jobs_stopped=dict(execution.jobs_stopped),
     )
 
 

@@ -1,7 +1,8 @@
 """The spend seam: how the costs package guards and records money around each billed call.
 
 The engine calls ``reserve`` before every billed submission (False: the budget says no, so the
-item stays pending and the run stops submitting), then exactly one of ``settle`` (the call was or
+item stays pending; when ``job_stopped`` names the job's own budget, only that job stops
+submitting, else the run does), then exactly one of ``settle`` (the call was or
 may have been charged; ``result`` is None when the outcome is unknown) or ``release`` (the call
 was definitely not charged). ``settle`` returns the item's cost when it can price it; the engine
 stores it in the item's ``cost_usd`` column and adds it to the dollars shown on the progress line.
@@ -45,6 +46,9 @@ class SpendGuard(Protocol):
 
     def stop_message(self) -> str:
         """Why ``reserve`` said no, for the user (e.g. which budget was reached)."""
+
+    def job_stopped(self, job: str) -> str | None:
+        """Why the job's own budget refused a call (only that job stops); None when it did not."""
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,9 @@ class WatchedSpend:
     def stop_message(self) -> str:
         return self.inner.stop_message()
 
+    def job_stopped(self, job: str) -> str | None:
+        return self.inner.job_stopped(job)
+
     def figures(self) -> SpendFigures:
         figures: SpendFigures = self.inner.figures()  # type: ignore[attr-defined]
         return figures

@@ -92,7 +92,10 @@ class Budget:
         self.commits += 1
 
     def stop_message(self) -> str:
-        return "budget of the job reached"
+        return "budget of the run reached"
+
+    def job_stopped(self, job: str) -> str | None:
+        return None  # every refusal is the run's
 
 
 async def test_a_spend_guard_that_says_no_stops_submissions_and_costs_are_stored(
@@ -103,7 +106,7 @@ async def test_a_spend_guard_that_says_no_stops_submissions_and_costs_are_stored
 
     summary = await execute(store, make_client(), settings=ONE_AT_A_TIME, spend=guard)
 
-    assert summary.stopped == "budget of the job reached"
+    assert summary.stopped == "budget of the run reached"
     assert summary.counts == {"done": 4, "pending": 2}
     assert summary.spent_usd == Decimal("0.004")
     done = [row for row in store.iter_items(states=["done"])]

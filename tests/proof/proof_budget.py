@@ -57,8 +57,8 @@ def budget_manifest(
 ) -> Path:
     """Short chats, low-quality images, then videos at 0.40 USD (4 s x 0.10), under two budgets.
 
-    Videos come last: a refused call stops the run's billed submissions (a job budget included),
-    so the cheap kinds go first and the run stops on the video budget."""
+    Videos come last: a call refused by the video job's budget stops only that job, and one
+    refused by the run's budget stops every billed submission; the cheap kinds go first."""
     jobs = [
         {
             "name": "answers",
