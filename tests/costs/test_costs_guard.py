@@ -173,8 +173,10 @@ async def test_release_gives_the_reservation_back(tmp_path: Path) -> None:
     second = FakeCall("k2", "i2", "job", "chat", chat_request())
     assert guard.reserve(first)
     assert not guard.reserve(second)
-    assert "job job budget of 0.0006 USD" in guard.stop_message()
-    assert "held for calls in flight" in guard.stop_message()
+    stopped = guard.job_stopped("job")  # the job's own budget: only that job stops
+    assert stopped is not None and "job job budget of 0.0006 USD" in stopped
+    assert "held for calls in flight" in stopped
+    assert guard.job_stopped("other") is None and guard.stop_message() == "budget reached"
     guard.commit()  # the first reservation is durable (as when the engine marks the item sending)
     assert [row["outcome"] for row in CostStore(tmp_path / "costs.sqlite").records()] == ["reserved"]
     guard.release(first)
@@ -256,4 +258,15 @@ async def test_each_billed_attempt_is_its_own_row(tmp_path: Path) -> None:
     rows = {row["call"]: row for row in guard.store.records()}
     assert set(rows) == {"attempt-1", "attempt-2"}
     assert rows["attempt-1"]["outcome"] == "unknown" and rows["attempt-2"]["usd"] == "0.000030"
+    guard.close()
+
+
+async def test_a_run_budget_refusal_stops_the_run_not_only_the_job(tmp_path: Path) -> None:
+    client = FakePricingClient({"chat-model": CHAT})
+    budgets = Budgets(run_usd=D("0.0006"), job_usd={"job": D("1")})
+    guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
+    assert guard.reserve(FakeCall("k1", "i1", "job", "chat", chat_request()))
+    assert not guard.reserve(FakeCall("k2", "i2", "job", "chat", chat_request()))
+    assert guard.job_stopped("job") is None
+    assert "run budget of 0.0006 USD" in guard.stop_message()
     guard.close()
