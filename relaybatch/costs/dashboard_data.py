@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.ledger import CostStore, budget_amount, known_amount
+from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
 from relaybatch.costs.report import (
     CHECKPOINT_NAME,
     COST_STORE_NAME,
@@ -172,8 +172,7 @@ class DashboardData:
         self.calls += 1
         # The report's rule: the known part, and the worst case still held beyond it for a call
         # whose price or outcome is unknown; together what the budget counts.
-        known = known_amount(record)
-        unknown = budget_amount(record) - known
+        known, unknown = known_amount(record), unknown_amount(record)
         self.known_usd += known
         self.unknown_usd += unknown
         usd = known + unknown

@@ -28,8 +28,8 @@ from relaybatch.costs.ledger import (
     UNKNOWN,
     CostStore,
     LedgerRow,
-    budget_amount,
     build_row,
+    unknown_amount,
     write_ledger,
 )
 from relaybatch.costs.price import CallCost, price_call
@@ -122,17 +122,20 @@ class RunSpendGuard:
         row = self._row(call, result, usage, cost, worst, latency)
         with self._lock:
             self._queued.append(row)
-        # What the budget counts: the charge, or when it is not known the worst case held for it.
+        # What the budget counts: the charge, or when it is not known the worst case held for it
+        # (the ledger's budget_amount of this row); the part beyond what is known is "unknown",
+        # as the report splits it (unknown_amount).
         counted = cost.usd if cost.usd is not None else max(cost.known_usd, worst or Decimal(0))
         self.budget.settle(call.key, call.job, counted)
-        if result is None:
+        if cost.usd is None:
             with self._lock:
-                self._unknown += counted
+                self._unknown += counted - cost.known_usd
         return cost.usd
 
     def figures(self) -> SpendFigures:
-        """Where the run stands against its budget; the progress display shows it. Unknown counts
-        the worst case of every unknown outcome, this execution's and earlier ones'."""
+        """Where the run stands against its budget; the progress display shows it. Unknown is the
+        report's figure (the ledger's unknown_amount): the worst case held beyond the known part
+        for every call of unknown outcome or price, this execution's and earlier ones'."""
         with self._lock:
             unknown = self._unknown
         budget = self.budget
@@ -282,7 +285,8 @@ async def open_spend_guard(
         spent, spent_by_job = store.spent()
         budgets = budgets or Budgets()
         budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job)
-        unknown = sum((budget_amount(row) for row in store.unknown_outcomes()), Decimal(0))
+        money = store.charges_since(("usd", "known_usd", "reserved_usd"))
+        unknown = sum((unknown_amount(row) for row in money), Decimal(0))
     except BaseException:
         store.close()
         raise

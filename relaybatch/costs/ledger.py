@@ -154,6 +154,15 @@ def known_amount(record: Mapping[str, Any]) -> Decimal:
     return Decimal(record["usd"] if record["usd"] is not None else record["known_usd"])
 
 
+def unknown_amount(record: Mapping[str, Any]) -> Decimal:
+    """The worst case the budget still holds beyond the known part (0 for a priced charge).
+
+    The one split every money figure uses (report, dashboard, Prefect summary, progress line):
+    known = ``known_amount``, unknown = this, and their sum is ``budget_amount``, what the
+    budget counts as spent."""
+    return budget_amount(record) - known_amount(record)
+
+
 def ledger_schema() -> pa.Schema:
     columns: list[tuple[str, pa.DataType]] = [
         ("run", pa.string()),

@@ -22,8 +22,8 @@ from relaybatch.costs.ledger import (
     RESERVED,
     UNKNOWN,
     CostStore,
-    budget_amount,
     known_amount,
+    unknown_amount,
     write_ledger,
 )
 from relaybatch.errors import UserError
@@ -149,8 +149,7 @@ class RunSpend:
         return kept if kept[-1] == points[-1] else [*kept, points[-1]]
 
     def add(self, record: Mapping[str, Any]) -> None:
-        usd = known_amount(record)
-        unknown = budget_amount(record) - usd
+        usd, unknown = known_amount(record), unknown_amount(record)
         key = tuple(str(record.get(column) or "-") for column in GROUP_COLUMNS)
         self.groups.setdefault(key, Totals()).add(usd, bool(record["priced"]), unknown, record["outcome"])
         minute = str(record["charged_at"])[:16]

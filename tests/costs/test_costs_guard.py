@@ -270,3 +270,52 @@ async def test_a_run_budget_refusal_stops_the_run_not_only_the_job(tmp_path: Pat
     assert guard.job_stopped("job") is None
     assert "run budget of 0.0006 USD" in guard.stop_message()
     guard.close()
+
+
+async def test_progress_report_and_dashboard_split_known_and_unknown_by_one_rule(tmp_path: Path) -> None:
+    """The guard's live figures, `relaybatch report` (run_spend_figures, the Prefect summary's source)
+    and the dashboard agree on known and unknown spend, with unknown outcomes and unknown prices."""
+    from cost_builders import sample_rows
+
+    from relaybatch.costs.dashboard_data import load_dashboard
+    from relaybatch.costs.ledger import OUTCOME_UNKNOWN, UNKNOWN, build_row
+    from relaybatch.costs.price import CallCost, price_call
+    from relaybatch.costs.report import run_spend_figures
+    from relaybatch.costs.usage import UsageCounts
+
+    run_dir = tmp_path / "demo"
+    run_dir.mkdir()
+    common = {"run": "demo", "job": "clips", "kind": "video", "model": "video-model", "provider": None}
+    extra = [
+        build_row(  # sent, no answer recorded: its worst case
+            **common,
+            item_id="v1",
+            item_key="kv1",
+            usage=UsageCounts(),
+            cost=CallCost((), "base", (OUTCOME_UNKNOWN,)),
+            reserved_usd=D("0.40"),
+            outcome=UNKNOWN,
+        ),
+        build_row(  # answered, a price missing: the worst case beyond the part that is known
+            **common,
+            item_id="v2",
+            item_key="kv2",
+            usage=UsageCounts(input_tokens=10),
+            cost=price_call(None, UsageCounts(input_tokens=10)),
+            reserved_usd=D("0.05"),
+        ),
+    ]
+    store = CostStore(run_dir / "costs.sqlite")
+    for row in [*sample_rows(), *extra]:
+        store.record(row)
+    store.close()
+
+    guard = await open_spend_guard(run_dir, FakePricingClient({}), [], budgets=Budgets(run_usd=D("100")))
+    live = guard.figures()
+    guard.close()
+    report = run_spend_figures(run_dir)
+    dashboard = load_dashboard(tmp_path, ["demo"])
+
+    assert report.unknown_usd == D("0.45")
+    assert (live.spent_usd, live.unknown_usd) == (report.known_usd, report.unknown_usd)
+    assert (dashboard.known_usd, dashboard.unknown_usd) == (report.known_usd, report.unknown_usd)
