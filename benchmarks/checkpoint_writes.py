@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_items import chat_items
 from machine_probe import probe
 
 from relaybatch.engine import Change, CheckpointStore
-from relaybatch.manifests import Item
 
 PER_ITEM_BUDGET_US = 1000.0
 RESULT = {
@@ -32,22 +32,9 @@ RESULT = {
 }
 
 
-def items(count: int) -> list[Item]:
-    return [
-        Item.build(
-            item_id=str(number),
-            job="writes",
-            kind="chat",
-            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Q {number}?"}]},
-            carry={"n": number},
-        )
-        for number in range(count)
-    ]
-
-
 def measure(count: int, group: int, folder: Path) -> tuple[float, float]:
     """(add_items, sending + done) CPU microseconds per item, in a fresh store."""
-    work = items(count)
+    work = list(chat_items(count, "writes", question="Q {}?"))
     store = CheckpointStore(folder / f"group-{group}" / "checkpoint.sqlite")
     try:
         started = time.process_time()

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_items import chat_items
 from pydantic import SecretStr
 
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.config import AccountConfig
 from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, execute
 from relaybatch.gateway import GatewayClient
-from relaybatch.manifests import Item
 
 LATENCY = "0.3"
 MODES = ("reported", "only-429", "configured")
@@ -77,18 +77,6 @@ class WithoutRateHeaders(httpx.AsyncBaseTransport):
         return httpx.Response(response.status_code, headers=kept, stream=response.stream)
 
 
-def items(count: int) -> list[Item]:
-    return [
-        Item.build(
-            item_id=str(n),
-            job="cold",
-            kind="chat",
-            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Item {n}"}]},
-        )
-        for n in range(count)
-    ]
-
-
 async def scenario(mode: str, limit: int, seconds: float, folder: Path) -> dict[str, float]:
     config = load_config()
     config.accounts.append(
@@ -99,7 +87,9 @@ async def scenario(mode: str, limit: int, seconds: float, folder: Path) -> dict[
         transport = WithoutRateHeaders(transport)
     bucket = RecordingBucket(limit if mode == "configured" else None)
     store = CheckpointStore(folder / f"{mode}-{limit}" / "checkpoint.sqlite")
-    store.add_items(items(int(limit * seconds / 60 * 1.5) + 200))
+    store.add_items(
+        chat_items(int(limit * seconds / 60 * 1.5) + 200, "cold", question="Item {}", carry=False)
+    )
     stop = asyncio.Event()
     client = GatewayClient(
         "http://emulator.local",

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_items import chat_items
 from pydantic import SecretStr
 
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.config import AccountConfig
 from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, execute
 from relaybatch.gateway import GatewayClient
-from relaybatch.manifests import Item
 
 LIMIT_RPM = 1200
 LATENCY = "0.3"
@@ -59,18 +59,6 @@ class RecordingBucket(AdaptiveTokenBucket):
         super().observe(status, headers, rate_limit)
 
 
-def items(count: int) -> list[Item]:
-    return [
-        Item.build(
-            item_id=str(n),
-            job="rate",
-            kind="chat",
-            request={"model": "relay-chat-small", "messages": [{"role": "user", "content": f"Item {n}"}]},
-        )
-        for n in range(count)
-    ]
-
-
 async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
     config = load_config()
     config.accounts.append(
@@ -81,7 +69,9 @@ async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
     app = create_app(config)
     bucket = RecordingBucket(SCENARIOS[name])
     store = CheckpointStore(folder / name / "checkpoint.sqlite")
-    store.add_items(items(int(LIMIT_RPM * seconds / 60 * 1.5) + 200))
+    store.add_items(
+        chat_items(int(LIMIT_RPM * seconds / 60 * 1.5) + 200, "rate", question="Item {}", carry=False)
+    )
     stop = asyncio.Event()
     client = GatewayClient(
         "http://emulator.local",

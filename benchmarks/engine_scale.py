@@ -21,12 +21,12 @@ import resource
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench_items import chat_items
+
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
-from relaybatch.manifests import Item
 
 MEMORY_TARGET_MB = 500
 RESUME_TARGET_SECONDS = 5.0
@@ -56,21 +56,6 @@ class StubGateway:
         }
 
 
-def chat_items(count: int) -> Iterator[Item]:
-    """Items one at a time, as a manifest iterator hands them over: never a list of a million."""
-    for number in range(count):
-        yield Item.build(
-            item_id=str(number),
-            job="scale",
-            kind="chat",
-            request={
-                "model": "relay-chat-small",
-                "messages": [{"role": "user", "content": f"Question {number}?"}],
-            },
-            carry={"n": number},
-        )
-
-
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
 
@@ -78,7 +63,7 @@ def peak_mb() -> float:
 async def memory(items: int, folder: Path) -> None:
     started = time.perf_counter()
     store = CheckpointStore(folder / "checkpoint.sqlite")
-    store.add_items(chat_items(items))
+    store.add_items(chat_items(items, "scale"))
     planned = time.perf_counter()
     gateway = StubGateway()
     summary = await execute(store, gateway, settings=EngineSettings(concurrency=64))  # type: ignore[arg-type]

@@ -28,32 +28,16 @@ import time
 from pathlib import Path
 
 import httpx
+from bench_items import chat_items
 from machine_probe import probe
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
 from relaybatch.gateway import GatewayClient, aiohttp_transport
-from relaybatch.manifests import Item
 from relaybatch.run import RunPaths, open_run
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 TARGET_ITEMS_PER_SECOND = 1000
-
-
-def chat_items(count: int) -> list[Item]:
-    return [
-        Item.build(
-            item_id=str(number),
-            job="throughput",
-            kind="chat",
-            request={
-                "model": "relay-chat-small",
-                "messages": [{"role": "user", "content": f"Question {number}?"}],
-            },
-            carry={"n": number},
-        )
-        for number in range(count)
-    ]
 
 
 def free_port() -> int:
@@ -94,7 +78,7 @@ def open_client(gateway: str, url: str | None) -> GatewayClient:
 async def run(
     items: int, gateway: str, concurrency: int, folder: Path, url: str | None, with_costs: bool = False
 ) -> dict[str, float]:
-    work = chat_items(items)
+    work = list(chat_items(items, "throughput"))
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     paths = RunPaths(folder)
     store = CheckpointStore(paths.checkpoint)

@@ -1,4 +1,4 @@
-"""Shared fixtures: the emulator app, a client on it, and one Prefect harness for the session."""
+"""Shared fixtures: the emulator app (and a fast one), a client on it, one Prefect harness a session."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 from relaybatch.emulator import create_app, load_config
 from relaybatch.gateway import GatewayClient
 from relaybatch.settings import EMULATOR_DEMO_KEY
+from tests.engine.engine_fakes import FAST_MEDIA
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def emulator_app() -> Starlette:
     return create_app(load_config())
+
+
+@pytest.fixture
+def fast_app() -> Starlette:
+    """The emulator with media that finish in a fraction of a second."""
+    config = load_config()
+    config.media = FAST_MEDIA
+    return create_app(config)
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ what its users pay for in wall time. Prints one JSON line like the other tools.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
 from typing import Any
 
 import aiohttp
+from peer_tool import load_work, tool_parser
 
 
 async def run(rows: list[dict[str, Any]], base_url: str, api_key: str, concurrency: int) -> dict[str, Any]:
@@ -48,15 +48,11 @@ async def run(rows: list[dict[str, Any]], base_url: str, api_key: str, concurren
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--base-url", required=True, help="The emulator's /v1 base URL")
-    parser.add_argument("--api-key", required=True)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--max-retries", type=int, default=0, help="Ignored: the ceiling retries nothing")
+    parser = tool_parser(
+        __doc__.splitlines()[0], max_retries=0, max_retries_help="Ignored: the ceiling retries nothing"
+    )
     args = parser.parse_args()
-    with open(args.work, encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    rows = load_work(args.work)
     started = time.perf_counter()
     result = asyncio.run(run(rows, args.base_url, args.api_key, args.concurrency))
     print(json.dumps({**result, "seconds": time.perf_counter() - started, "rate_limited": None}))

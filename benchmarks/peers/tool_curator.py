@@ -11,28 +11,19 @@ cache key ignores the base URL. Prints one JSON line like the other tool scripts
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from typing import Any
+
+from peer_tool import load_work, tool_parser
 
 UNLIMITED_RPM = 60_000_000
 UNLIMITED_TPM = 10_000_000_000
 
 
-def load_work(path: str) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--base-url", required=True, help="The emulator's /v1 base URL")
-    parser.add_argument("--api-key", required=True)
+    parser = tool_parser(__doc__.splitlines()[0])
     parser.add_argument("--rpm", type=int, default=None)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--max-retries", type=int, default=5)
     args = parser.parse_args()
 
     from bespokelabs import curator

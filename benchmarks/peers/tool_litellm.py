@@ -10,24 +10,14 @@ backoff). It is configured with the same in-flight cap and retry count as every 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from typing import Any
 
-
-def load_work(path: str) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+from peer_tool import load_work, tool_parser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--base-url", required=True, help="The emulator's /v1 base URL")
-    parser.add_argument("--api-key", required=True)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--max-retries", type=int, default=5)
+    parser = tool_parser(__doc__.splitlines()[0])
     args = parser.parse_args()
 
     import litellm

@@ -293,11 +293,3 @@ async def open_spend_guard(
     guard = RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
     guard._unknown = unknown
     return guard
-
-
-async def _fetch(client: PricingClient, model: str, provider: str | None) -> Mapping[str, Any]:
-    answer = await client.get_pricing(model, provider)
-    if hasattr(answer, "model_dump"):
-        dumped: Mapping[str, Any] = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return dumped
-    return dict(answer)

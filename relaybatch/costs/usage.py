@@ -80,28 +80,29 @@ def _part(total: int, included: int, total_name: str, part_name: str) -> int:
     return total - included
 
 
-def chat_completions_usage(usage: Mapping[str, Any]) -> UsageCounts:
-    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
-    cached = _count(_section(usage, "prompt_tokens_details"), "cached_tokens")
-    reasoning = _count(_section(usage, "completion_tokens_details"), "reasoning_tokens")
+def _openai_usage(usage: Mapping[str, Any], prompt_name: str, completion_name: str) -> UsageCounts:
+    """Chat completions and responses: cache reads inside the prompt, reasoning inside the completion.
+
+    The two families differ only in their names (``prompt_tokens`` / ``input_tokens`` and
+    ``completion_tokens`` / ``output_tokens``, each with a ``<name>_details`` section).
+    """
+    prompt, completion = _count(usage, prompt_name), _count(usage, completion_name)
+    cached = _count(_section(usage, f"{prompt_name}_details"), "cached_tokens")
+    reasoning = _count(_section(usage, f"{completion_name}_details"), "reasoning_tokens")
     return UsageCounts(
-        input_tokens=_part(prompt, cached, "prompt_tokens", "cached_tokens"),
+        input_tokens=_part(prompt, cached, prompt_name, "cached_tokens"),
         cache_read_tokens=cached,
-        output_tokens=_part(completion, reasoning, "completion_tokens", "reasoning_tokens"),
+        output_tokens=_part(completion, reasoning, completion_name, "reasoning_tokens"),
         reasoning_tokens=reasoning,
     )
+
+
+def chat_completions_usage(usage: Mapping[str, Any]) -> UsageCounts:
+    return _openai_usage(usage, "prompt_tokens", "completion_tokens")
 
 
 def responses_usage(usage: Mapping[str, Any]) -> UsageCounts:
-    prompt, completion = _count(usage, "input_tokens"), _count(usage, "output_tokens")
-    cached = _count(_section(usage, "input_tokens_details"), "cached_tokens")
-    reasoning = _count(_section(usage, "output_tokens_details"), "reasoning_tokens")
-    return UsageCounts(
-        input_tokens=_part(prompt, cached, "input_tokens", "cached_tokens"),
-        cache_read_tokens=cached,
-        output_tokens=_part(completion, reasoning, "output_tokens", "reasoning_tokens"),
-        reasoning_tokens=reasoning,
-    )
+    return _openai_usage(usage, "input_tokens", "output_tokens")
 
 
 def messages_usage(usage: Mapping[str, Any]) -> UsageCounts:

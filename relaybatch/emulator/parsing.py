@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from relaybatch.emulator.codecs import fast_json
@@ -24,6 +25,19 @@ def required_str(body: dict[str, Any], name: str) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidRequest(f"'{name}' is required and must be a non-empty string")
     return value
+
+
+def required_text(body: dict[str, Any], name: str) -> str:
+    """A required string with more than white space in it (a blank prompt is no prompt)."""
+    value = body.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"'{name}' is required and must be a non-empty string", param=name)
+    return value
+
+
+def unknown_fields(body: dict[str, Any], known: AbstractSet[str]) -> list[str]:
+    """The fields given (a JSON null counts as not given) that ``known`` does not list, sorted."""
+    return sorted({name for name, value in body.items() if value is not None} - known)
 
 
 def optional_int(body: dict[str, Any], name: str, minimum: int = 1) -> int | None:

@@ -27,27 +27,12 @@ from relaybatch.costs import (
     reconcile,
     spend_guard_for_run,
 )
-from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.text.synth import TOKENS_PER_TURN
-from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute
+from relaybatch.engine import CheckpointStore, execute
 from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.manifests import Item
 from relaybatch.settings import EMULATOR_DEMO_KEY
-
-FAST = EngineSettings(
-    concurrency=8,
-    retry=RetryPolicy(base_delay=0.001, max_delay=0.01),
-    poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
-)
-FAST_MEDIA = {
-    "video": {
-        "queued_seconds": 0.05,
-        "render_seconds_base": 0.1,
-        "render_seconds_per_video_second": 0.0,
-        "v1_pending_seconds": 0.05,
-        "v1_processing_seconds": 0.1,
-    }
-}
+from tests.engine.engine_fakes import FAST
 
 
 def item(kind: str, request: dict[str, Any], item_id: str, job: str) -> Item:
@@ -185,13 +170,6 @@ def messages_with_prompt_tokens(tokens: int, item_id: str) -> Item:
         "messages": [{"role": "user", "content": text}],
     }
     return item("messages", request, item_id, "long-context")
-
-
-@pytest.fixture
-def fast_app() -> Starlette:
-    config = load_config()
-    config.media = FAST_MEDIA
-    return create_app(config)
 
 
 @pytest.fixture

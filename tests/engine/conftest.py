@@ -8,11 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_fakes import FAST_MEDIA, ClientFactory, FakeClock
+from engine_fakes import ClientFactory, FakeClock
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from relaybatch.emulator import create_app, load_config
 from relaybatch.engine import CheckpointStore
 from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.settings import EMULATOR_DEMO_KEY
@@ -21,13 +20,6 @@ from relaybatch.settings import EMULATOR_DEMO_KEY
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@pytest.fixture
-def fast_app() -> Starlette:
-    config = load_config()
-    config.media = FAST_MEDIA
-    return create_app(config)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pyarrow.parquet as pq
 import pytest
@@ -10,7 +11,7 @@ from engine_fakes import FAST, ClientFactory
 from starlette.applications import Starlette
 
 from relaybatch.engine import CheckpointStore, execute, export_results
-from relaybatch.manifests import load_items
+from relaybatch.manifests import Kind, load_items
 
 # Null in these runs by what the emulator sends or by the run, not by construction.
 MAY_BE_EMPTY = {"cost_usd", "error", "cached_tokens", "reasoning_tokens"}
@@ -19,17 +20,7 @@ MANIFESTS = sorted((Path(__file__).resolve().parents[2] / "configs" / "manifests
 
 def test_the_examples_cover_every_kind() -> None:
     kinds = {item.kind for item in load_items(MANIFESTS[0].with_name("everything.yaml"))}
-    assert kinds == {
-        "chat",
-        "responses",
-        "messages",
-        "generate_content",
-        "image",
-        "video",
-        "video_v1",
-        "judgment",
-        "web_search",
-    }
+    assert kinds == set(get_args(Kind))
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda path: path.name)

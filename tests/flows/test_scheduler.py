@@ -197,19 +197,18 @@ def test_ctrl_c_of_a_run_reporting_to_the_server_ends_its_flow_run_cancelled(
     assert [flow_run["state_type"] for flow_run in ours] == ["CANCELLED"]
 
 
-def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
-    tmp_path: Path, prefect_server: Server
-) -> None:
-    """One Ctrl-C stops serve; the runner cancels the flow run still going (SIGTERM to its process),
-    which stops cleanly: nothing left in flight, the flow run Cancelled."""
-    from tests.flows.test_graceful_cancel import ITEMS, _counts, _env, _manifest, _slow_emulator
+def _serve_a_slow_manifest(
+    tmp_path: Path, prefect_server: Server, name: str
+) -> tuple[list[str], dict[str, str], Path]:
+    """The command, environment and log of `relaybatch serve` with one deployment (``name``) of a
+    manifest on a slow emulator, so its flow run is still sending when a test stops things."""
+    from tests.flows.test_graceful_cancel import _env, _manifest, _slow_emulator
 
-    http = prefect_server.http
     manifest = _manifest(tmp_path)
     config = tmp_path / "deployments.yaml"
     config.write_text(
         "deployments:\n"
-        "  - name: by-hand\n"
+        f"  - name: {name}\n"
         "    flow: run-manifest\n"
         "    parameters:\n"
         f"      manifest: {manifest}\n"
@@ -220,8 +219,18 @@ def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
         _slow_emulator(tmp_path, 1.0),
         {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")},
     )
-    serve_log = tmp_path / "serve.log"
-    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    return [str(BIN / "relaybatch"), "serve", "--config", str(config)], env, tmp_path / "serve.log"
+
+
+def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    """One Ctrl-C stops serve; the runner cancels the flow run still going (SIGTERM to its process),
+    which stops cleanly: nothing left in flight, the flow run Cancelled."""
+    from tests.flows.test_graceful_cancel import ITEMS, _counts
+
+    http = prefect_server.http
+    serve, env, serve_log = _serve_a_slow_manifest(tmp_path, prefect_server, "by-hand")
     with _started(serve, env, serve_log, tmp_path) as serving:
         deployment = _wait_for(
             "the deployment registered",
@@ -266,26 +275,10 @@ def test_a_sigkill_of_serve_stops_its_flow_run_cleanly_within_seconds(
     tmp_path: Path, prefect_server: Server
 ) -> None:
     """The flow-run process lives in its own session; it stops (as on SIGTERM) when serve dies."""
-    from tests.flows.test_graceful_cancel import _alive, _counts, _env, _manifest, _slow_emulator
+    from tests.flows.test_graceful_cancel import _alive, _counts
 
     http = prefect_server.http
-    manifest = _manifest(tmp_path)
-    config = tmp_path / "deployments.yaml"
-    config.write_text(
-        "deployments:\n"
-        "  - name: to-kill\n"
-        "    flow: run-manifest\n"
-        "    parameters:\n"
-        f"      manifest: {manifest}\n"
-        f"      runs_dir: {tmp_path / 'runs'}\n",
-        encoding="utf-8",
-    )
-    env = _env(
-        _slow_emulator(tmp_path, 1.0),
-        {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")},
-    )
-    serve_log = tmp_path / "serve.log"
-    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    serve, env, serve_log = _serve_a_slow_manifest(tmp_path, prefect_server, "to-kill")
     with _started(serve, env, serve_log, tmp_path) as serving:
         deployment = _wait_for(
             "the deployment registered",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -22,24 +23,15 @@ from pydantic import SecretStr
 
 from relaybatch.costs import Budgets, spend_guard_for_run
 from relaybatch.emulator import create_app, load_config
-from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, PollSettings, execute
+from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, execute
 from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.manifests import Item
 from relaybatch.settings import Settings
 from relaybatch.telemetry import RunTelemetry, TelemetrySettings, open_telemetry
+from tests.engine.engine_fakes import FAST as ENGINE_FAST
+from tests.engine.engine_fakes import FAST_MEDIA
 
-FAST = EngineSettings(
-    concurrency=4,
-    retry=RetryPolicy(base_delay=0.001, max_delay=0.01),
-    poll=PollSettings(initial_seconds=0.02, max_seconds=0.05),
-)
-FAST_VIDEO = {
-    "video": {
-        "queued_seconds": 0.05,
-        "render_seconds_base": 0.1,
-        "render_seconds_per_video_second": 0.0,
-    }
-}
+FAST = replace(ENGINE_FAST, concurrency=4)
 
 
 def items() -> list[Item]:
@@ -79,7 +71,7 @@ def store(tmp_path: Path) -> Iterator[CheckpointStore]:
 
 async def run_with(store: CheckpointStore, telemetry: RunTelemetry) -> None:
     config = load_config()
-    config.media = FAST_VIDEO
+    config.media = FAST_MEDIA
     bucket = AdaptiveTokenBucket(600)
     async with (
         GatewayClient(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from relaybatch.emulator.codecs.images import ImageFormat
+from relaybatch.emulator.parsing import required_text, unknown_fields
 from relaybatch.emulator.problems import InvalidRequest
 
 MAX_PROMPT_CHARS = 32_000
@@ -158,12 +159,10 @@ def validate_image_request(body: Any, *, model: str, traits: ImageModelTraits, m
     """Apply every row of the interface's field table; raise InvalidRequest on the first problem."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    unknown = sorted({name for name, value in body.items() if value is not None} - KNOWN_FIELDS)
+    unknown = unknown_fields(body, KNOWN_FIELDS)
     if unknown:
         raise InvalidRequest(f"unknown field '{unknown[0]}'", param=unknown[0])
-    prompt = body.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InvalidRequest("'prompt' is required and must be a non-empty string", param="prompt")
+    prompt = required_text(body, "prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InvalidRequest(
             f"'prompt' is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}", param="prompt"

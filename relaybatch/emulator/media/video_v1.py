@@ -30,6 +30,7 @@ from relaybatch.emulator.codecs.mp4 import build_mp4
 from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.store import CANCEL_TRIGGER, FAIL_TRIGGER, has_trigger, media_store
 from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
+from relaybatch.emulator.parsing import required_text, unknown_fields
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.route_common import (
     emulator_state,
@@ -151,12 +152,10 @@ def validate_v1_body(body: dict[str, Any]) -> V1Request:
                 "legacy V1 bodies do not take it",
                 param=name,
             )
-    unknown = sorted({name for name, value in body.items() if value is not None} - V1_FIELDS)
+    unknown = unknown_fields(body, V1_FIELDS)
     if unknown:
         raise InvalidRequest(f"unknown field '{unknown[0]}' for legacy V1 video", param=unknown[0])
-    prompt = body.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InvalidRequest("'prompt' is required and must be a non-empty string", param="prompt")
+    prompt = required_text(body, "prompt")
     # A JSON null means "not given", as clients that serialise optional fields send it.
     seconds = DEFAULT_SECONDS if body.get("seconds") is None else body["seconds"]
     low, high = SECONDS_RANGE

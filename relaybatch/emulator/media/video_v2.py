@@ -31,6 +31,7 @@ from relaybatch.emulator.errors import error_response
 from relaybatch.emulator.media.store import FAIL_TRIGGER, has_trigger, media_store
 from relaybatch.emulator.media.video_body import read_v2_body
 from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
+from relaybatch.emulator.parsing import required_text, unknown_fields
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.route_common import (
     emulator_state,
@@ -144,16 +145,14 @@ def _check_reference(value: Any) -> None:
 
 def validate_v2_body(body: dict[str, Any]) -> tuple[str, int, str]:
     """(prompt, seconds, size) of a V2 body; V1 fields and anything unknown are refused."""
-    unknown = sorted({name for name, value in body.items() if value is not None} - V2_FIELDS)
+    unknown = unknown_fields(body, V2_FIELDS)
     if unknown:
         raise InvalidRequest(
             f"field '{unknown[0]}' is not part of the V2 video schema (legacy V1 bodies go to "
             "/v1/videos/generations; a URL change alone is not a migration)",
             param=unknown[0],
         )
-    prompt = body.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InvalidRequest("'prompt' is required and must be a non-empty string", param="prompt")
+    prompt = required_text(body, "prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise InvalidRequest(f"'prompt' is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
     # A JSON null means "not given" throughout, as clients that serialise optional fields send it.
