@@ -48,7 +48,7 @@ WRAPPED = [
     ("relaybatch.manifests", "open_manifest", "load+validate"),
     ("relaybatch.run.assemble", "open_manifest", "load+validate"),
     ("relaybatch.cli", "_catalog_check", "load+validate"),
-    ("relaybatch.engine.store", "CheckpointStore.add_items", "checkpoint insert"),
+    ("relaybatch.engine.store", "CheckpointStore.plan_items", "checkpoint insert"),
     ("relaybatch.run.execution", "execute_run", "open run"),
     ("relaybatch.engine.runner", "execute", "execution"),
     ("relaybatch.costs.guard", "RunSpendGuard.write_ledger", "ledger"),

@@ -16,22 +16,29 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import sqlite_utils
 
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
 from relaybatch.files import replaced_atomically
+from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils
 from relaybatch.sqlite_batches import transaction
+
+if TYPE_CHECKING:
+    import sqlite_utils
+else:
+    sqlite_utils = import_sqlite_utils()  # without pandas (lean_imports.py)
+arrow_without_pandas()
 
 MONEY = pa.decimal128(38, 18)
 CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not charged"
 OUTCOME_UNKNOWN = "outcome unknown"
-EXPORT_BATCH_ROWS = 10_000
+EXPORT_BATCH_ROWS = 10_000  # rows per row group of the ledger Parquet
+CONVERT_ROWS = 1_000  # rows read and converted at a time
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
@@ -364,6 +371,17 @@ def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_RO
     names = ", ".join(column.name for column in ledger_schema())
     cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
     with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, ledger_schema()) as writer:
-        while batch := cursor.fetchmany(batch_rows):
-            writer.write_table(ledger_table(batch))
+        # Rows are read and converted a thousand at a time and gathered as Arrow columns (compact)
+        # into row groups of ``batch_rows``: 10,000 rows as Python tuples cost about 60 MB more
+        # of peak memory than the whole rest of a run (benchmarks/RESULTS.md, "End to end").
+        pending: list[pa.Table] = []
+        gathered = 0
+        while rows := cursor.fetchmany(min(batch_rows, CONVERT_ROWS)):
+            pending.append(ledger_table(rows))
+            gathered += len(rows)
+            if gathered >= batch_rows:
+                writer.write_table(pa.concat_tables(pending))
+                pending, gathered = [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending))
     return path

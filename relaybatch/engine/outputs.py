@@ -36,6 +36,9 @@ from relaybatch.engine.result_columns import (
 )
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.files import replaced_atomically
+from relaybatch.lean_imports import arrow_without_pandas
+
+arrow_without_pandas()  # the exports hand pyarrow lists, never pandas objects
 
 ROWS_PER_PART = 10_000
 

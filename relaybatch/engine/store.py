@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from relaybatch.engine.states import (
     ALL_STATES,
@@ -44,8 +42,14 @@ from relaybatch.engine.states import (
     IllegalTransition,
     allowed_pairs,
 )
+from relaybatch.lean_imports import import_sqlite_utils
 from relaybatch.manifests import Item
 from relaybatch.sqlite_batches import json_array, json_columns, transaction
+
+if TYPE_CHECKING:
+    import sqlite_utils
+else:
+    sqlite_utils = import_sqlite_utils()  # without pandas (lean_imports.py)
 
 __all__ = [
     "CANCELLED",
