@@ -26,7 +26,9 @@ class WindowReport:
         headers = {
             "x-ratelimit-limit-requests": str(self.limit_rpm),
             "x-ratelimit-remaining-requests": str(self.remaining),
-            "x-ratelimit-reset-requests": f"{self.reset_seconds:.3f}s",
+            # Rounded up to the millisecond: a client that waits exactly this long must find the
+            # slot free (rounded to nearest, it could come back a fraction of a millisecond early).
+            "x-ratelimit-reset-requests": f"{math.ceil(self.reset_seconds * 1000) / 1000:.3f}s",
         }
         if not self.allowed:
             headers["retry-after"] = str(max(1, math.ceil(self.reset_seconds)))
