@@ -26,43 +26,22 @@ import argparse
 import asyncio
 import shutil
 import tempfile
-import time
-from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 from bench_items import chat_items
 from pydantic import SecretStr
+from recording_bucket import RecordingBucket
 
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.config import AccountConfig
-from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, execute
+from relaybatch.engine import CheckpointStore, EngineSettings, execute
 from relaybatch.gateway import GatewayClient
 
 LATENCY = "0.3"
 MODES = ("reported", "only-429", "configured")
 KEY = "rb-cold-start-key"
-
-
-class RecordingBucket(AdaptiveTokenBucket):
-    """The run's bucket, also noting when each request went out and how it was answered."""
-
-    def __init__(self, rpm: float | None) -> None:
-        super().__init__(rpm)
-        self.sent_at: list[float] = []
-        self.answers: list[tuple[float, int]] = []
-
-    async def acquire(self, purpose: Any = "submit") -> None:
-        await super().acquire(purpose)
-        self.sent_at.append(time.monotonic())
-
-    def observe(
-        self, status: int, headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None = None
-    ) -> None:
-        self.answers.append((time.monotonic(), status))
-        super().observe(status, headers, rate_limit)
 
 
 class WithoutRateHeaders(httpx.AsyncBaseTransport):

@@ -20,43 +20,23 @@ import asyncio
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 from bench_items import chat_items
 from pydantic import SecretStr
+from recording_bucket import RecordingBucket
 
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.config import AccountConfig
-from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, EngineSettings, execute
+from relaybatch.engine import CheckpointStore, EngineSettings, execute
 from relaybatch.gateway import GatewayClient
 
 LIMIT_RPM = 1200
 LATENCY = "0.3"
 SCENARIOS = {"exact": 1200, "too-high": 6000, "none": None}
 TARGETS = {"exact": (0.98, 0.005), "too-high": (0.90, 0.01), "none": (0.90, 0.01)}
-
-
-class RecordingBucket(AdaptiveTokenBucket):
-    """The run's bucket, also noting when each request went out and how it was answered."""
-
-    def __init__(self, rpm: float | None) -> None:
-        super().__init__(rpm)
-        self.sent_at: list[float] = []
-        self.answers: list[int] = []
-
-    async def acquire(self, purpose: Any = "submit") -> None:
-        await super().acquire(purpose)
-        self.sent_at.append(time.monotonic())
-
-    def observe(
-        self, status: int, headers: Mapping[str, str], rate_limit: Mapping[str, Any] | None = None
-    ) -> None:
-        self.answers.append(status)
-        super().observe(status, headers, rate_limit)
 
 
 async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
@@ -90,8 +70,8 @@ async def scenario(name: str, seconds: float, folder: Path) -> dict[str, float]:
     first = bucket.sent_at[0] if bucket.sent_at else started
     in_window = sum(1 for at in bucket.sent_at if at - first < seconds)
     answered = bucket.answers[:in_window]
-    ok = sum(1 for status in answered if status == 200)
-    limited = sum(1 for status in bucket.answers if status == 429)
+    ok = sum(1 for _, status in answered if status == 200)
+    limited = sum(1 for _, status in bucket.answers if status == 429)
     lost = summary.counts.get("failed", 0) + summary.counts.get("uncertain", 0)
     return {
         "ok": ok,

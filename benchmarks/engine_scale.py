@@ -27,6 +27,7 @@ from typing import Any
 from bench_items import chat_items
 
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
+from relaybatch.gateway import RetryPolicy
 
 MEMORY_TARGET_MB = 500
 RESUME_TARGET_SECONDS = 5.0
@@ -35,9 +36,14 @@ RESUME_TARGET_SECONDS = 5.0
 class StubGateway:
     """Answers every chat call at once with the same small completion; notes the first call."""
 
+    retry_policy = RetryPolicy()  # the engine reads the client's policy; the stub never fails
+
     def __init__(self) -> None:
         self.calls = 0
         self.first_call_at: float | None = None
+
+    def with_retry(self, policy: RetryPolicy) -> StubGateway:
+        return self  # one attempt or five: the stub answers the first
 
     async def chat_completions(self, request: dict[str, Any], **options: Any) -> dict[str, Any]:
         if self.first_call_at is None:

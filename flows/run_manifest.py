@@ -159,15 +159,22 @@ async def execute_and_report(
     return outcome
 
 
-@flow(
-    name="run-manifest",
-    persist_result=False,
-    on_running=[_announce_start],
-    on_completion=[_announce_end],
-    on_failure=[_announce_end],
-    on_cancellation=[_log_resume_hint, _announce_end],
-    on_crashed=[_log_resume_hint, _announce_end],
-)
+def _run_flow_options() -> dict[str, Any]:
+    """What both run flows share: no persisted result, the start/end lines and the resume hint.
+
+    A new dict (and new hook lists) for each flow, so neither flow's options can change the other's.
+    """
+    return {
+        "persist_result": False,
+        "on_running": [_announce_start],
+        "on_completion": [_announce_end],
+        "on_failure": [_announce_end],
+        "on_cancellation": [_log_resume_hint, _announce_end],
+        "on_crashed": [_log_resume_hint, _announce_end],
+    }
+
+
+@flow(name="run-manifest", **_run_flow_options())
 async def run_manifest(
     manifest: Path,
     runs_dir: Path | None = None,
@@ -202,15 +209,7 @@ async def run_manifest(
     )
 
 
-@flow(
-    name="resume-run",
-    persist_result=False,
-    on_running=[_announce_start],
-    on_completion=[_announce_end],
-    on_failure=[_announce_end],
-    on_cancellation=[_log_resume_hint, _announce_end],
-    on_crashed=[_log_resume_hint, _announce_end],
-)
+@flow(name="resume-run", **_run_flow_options())
 async def resume_run(
     run_name: str,
     runs_dir: Path | None = None,

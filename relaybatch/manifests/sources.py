@@ -166,12 +166,8 @@ def _csv_rows(path: Path) -> Iterator[Row | BadRow]:
                     yield BadRow(reader.line_num, "has more cells than the header has columns")
                     continue
                 yield Row(reader.line_num, dict(values), number)
-        except UnicodeDecodeError:
-            failure = decode_failure(path, encoding)
-            yield BadRow(failure.line, failure.message)
-            return
-        except TextFileError as error:
-            yield BadRow(error.line, error.message)
+        except (UnicodeDecodeError, TextFileError) as error:
+            yield _unreadable(error, path, encoding)
             return
         except csv.Error as error:
             yield BadRow(reader.line_num, f"is not valid CSV ({error}); check its quotes")
@@ -179,6 +175,13 @@ def _csv_rows(path: Path) -> Iterator[Row | BadRow]:
     if number == 0:
         what = "has a header line but no rows" if reader.fieldnames else "is empty"
         yield BadRow(1, f"{what}; a data file needs a header line and at least one row")
+
+
+def _unreadable(error: UnicodeDecodeError | TextFileError, path: Path, encoding: str) -> BadRow:
+    """A data file that stopped reading part-way: an undecodable byte (located by line) or a line
+    past the size limit."""
+    failure = decode_failure(path, encoding) if isinstance(error, UnicodeDecodeError) else error
+    return BadRow(failure.line, failure.message)
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row | BadRow]:
@@ -207,12 +210,8 @@ def _jsonl_rows(path: Path) -> Iterator[Row | BadRow]:
                     yield BadRow(line_number, "is not a JSON object; write one object per line")
                     continue
                 yield Row(line_number, values, number)
-        except UnicodeDecodeError:
-            failure = decode_failure(path, encoding)
-            yield BadRow(failure.line, failure.message)
-            return
-        except TextFileError as error:
-            yield BadRow(error.line, error.message)
+        except (UnicodeDecodeError, TextFileError) as error:
+            yield _unreadable(error, path, encoding)
             return
     if number == 0:
         yield BadRow(1, "is empty; write one JSON object per line")

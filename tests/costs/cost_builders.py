@@ -10,6 +10,7 @@ from pathlib import Path
 
 from relaybatch.costs import UsageCounts, price_call
 from relaybatch.costs.ledger import CostStore, LedgerRow, build_row
+from relaybatch.costs.price import CallCost
 from relaybatch.costs.pricing import judgment_prices, parse_pricing, web_search_prices
 
 START = datetime.fromisoformat("2026-11-20T10:00:00+00:00")
@@ -67,6 +68,25 @@ def fill_cost_store(run_dir: Path, run: str = "demo") -> list[Decimal]:
     finally:
         store.close()
     return amounts
+
+
+def unknown_video_row(job: str, item_id: str, item_key: str, call: str = "create") -> LedgerRow:
+    """A video create sent with no answer recorded: no usage, 0.40 USD reserved at its worst case."""
+    return build_row(
+        run="demo",
+        job=job,
+        item_id=item_id,
+        item_key=item_key,
+        kind="video",
+        model="video-model",
+        provider=None,
+        usage=UsageCounts(),
+        cost=CallCost((), "base", ("outcome unknown",)),
+        charged_at=START,
+        reserved_usd=Decimal("0.40"),
+        outcome="unknown",
+        call=call,
+    )
 
 
 def write_checkpoint_events(run_dir: Path, count: int = 20) -> None:

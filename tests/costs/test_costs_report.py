@@ -159,32 +159,15 @@ def test_long_runs_stay_small_on_the_page() -> None:
 
 
 def test_unknown_outcomes_are_reported_apart_at_their_worst_case(tmp_path: Path) -> None:
-    from cost_builders import START
+    from cost_builders import unknown_video_row
 
-    from relaybatch.costs.ledger import CostStore, build_row
-    from relaybatch.costs.price import CallCost
+    from relaybatch.costs.ledger import CostStore
     from relaybatch.costs.report import run_spend_figures
-    from relaybatch.costs.usage import UsageCounts
 
     amounts = make_run(tmp_path)
     store = CostStore(tmp_path / "demo" / "costs.sqlite")
     try:
-        store.record(
-            build_row(
-                run="demo",
-                job="covers",
-                item_id="lost",
-                item_key="lost-key",
-                kind="video",
-                model="video-model",
-                provider=None,
-                usage=UsageCounts(),
-                cost=CallCost((), "base", ("outcome unknown",)),
-                charged_at=START,
-                reserved_usd=D("0.40"),
-                outcome="unknown",
-            )
-        )
+        store.record(unknown_video_row("covers", "lost", "lost-key"))
         assert store.spent()[0] == sum(amounts) + D("0.40")  # what the budget counts
     finally:
         store.close()
@@ -221,34 +204,16 @@ def test_dashboard_time_buckets_widen_for_long_runs_and_keep_the_total() -> None
 
 
 def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: Path) -> None:
-    from cost_builders import START
+    from cost_builders import unknown_video_row
 
-    from relaybatch.costs.ledger import CostStore, build_row
-    from relaybatch.costs.price import CallCost
-    from relaybatch.costs.usage import UsageCounts
+    from relaybatch.costs.ledger import CostStore
 
     run_dir = tmp_path / "demo"
     run_dir.mkdir()
     (run_dir / "checkpoint.sqlite").touch()
     store = CostStore(run_dir / "costs.sqlite")
     try:
-        store.record(
-            build_row(
-                run="demo",
-                job="clips",
-                item_id="v1",
-                item_key="kv1",
-                kind="video",
-                model="video-model",
-                provider=None,
-                usage=UsageCounts(),
-                cost=CallCost((), "base", ("outcome unknown",)),
-                charged_at=START,
-                reserved_usd=D("0.40"),
-                outcome="unknown",
-                call="attempt-1",
-            )
-        )
+        store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
     finally:
         store.close()
     runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]

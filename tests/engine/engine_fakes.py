@@ -1,11 +1,27 @@
-"""Engine test doubles: a fake clock whose sleep moves time forward at once."""
+"""Engine test doubles: a fake clock whose sleep moves time forward at once, fast settings, and
+one budgeted execution on an emulator app."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from decimal import Decimal
 
-from relaybatch.engine import EngineSettings, PollSettings
+import httpx
+from pydantic import SecretStr
+from starlette.applications import Starlette
+
+from relaybatch.costs import Budgets, spend_guard_for_run
+from relaybatch.engine import (
+    AdaptiveTokenBucket,
+    CheckpointStore,
+    EngineSettings,
+    PollSettings,
+    RunSummary,
+    execute,
+)
+from relaybatch.engine.progress import ProgressReporter
+from relaybatch.engine.spend import SpendGuard
 from relaybatch.gateway import GatewayClient, RetryPolicy
 
 
@@ -40,3 +56,28 @@ FAST = EngineSettings(
 )
 
 ClientFactory = Callable[..., GatewayClient]
+
+
+async def execute_with_a_budget(
+    store: CheckpointStore,
+    app: Starlette,
+    bucket: AdaptiveTokenBucket,
+    progress: ProgressReporter,
+    watch_spend: Callable[[SpendGuard], SpendGuard] = lambda guard: guard,
+    settings: EngineSettings = FAST,
+) -> RunSummary:
+    """One execution on ``app`` as the standard account, as a run does it: the bucket as limiter,
+    no client retries (the engine's show), a 5 USD run budget and ``progress`` reporting."""
+    async with (
+        GatewayClient(
+            "http://emulator.local",
+            SecretStr("rb-standard-key"),
+            transport=httpx.ASGITransport(app=app),
+            limiter=bucket,
+            retry=RetryPolicy(max_attempts=1),
+        ) as client,
+        spend_guard_for_run(store, client, budgets=Budgets(run_usd=Decimal("5"))) as guard,
+    ):
+        return await execute(
+            store, client, settings=settings, limiter=bucket, spend=watch_spend(guard), progress=progress
+        )

@@ -16,13 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from engine_fakes import FAST, FAST_MEDIA, ClientFactory
+from engine_fakes import FAST, FAST_MEDIA, ClientFactory, execute_with_a_budget
 from engine_items import chat, video
 from pydantic import SecretStr
 from rich.console import Console
 from starlette.applications import Starlette
 
-from relaybatch.costs import Budgets, spend_guard_for_run
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.config import FaultRule
 from relaybatch.engine import (
@@ -143,24 +142,7 @@ async def test_a_terminal_shows_total_percent_elapsed_rate_429s_limit_and_spend(
         with open(follower, "w", closefd=False) as terminal:
             console = Console(file=terminal, width=100)
             assert console.is_terminal
-            async with (
-                GatewayClient(
-                    "http://emulator.local",
-                    SecretStr("rb-standard-key"),
-                    transport=httpx.ASGITransport(app=app),
-                    limiter=bucket,
-                    retry=RetryPolicy(max_attempts=1),
-                ) as client,
-                spend_guard_for_run(store, client, budgets=Budgets(run_usd=Decimal("5"))) as guard,
-            ):
-                await execute(
-                    store,
-                    client,
-                    settings=FAST,
-                    limiter=bucket,
-                    spend=guard,
-                    progress=RichProgress(console),
-                )
+            await execute_with_a_budget(store, app, bucket, RichProgress(console))
     finally:
         os.close(follower)
         reader.join(timeout=10)

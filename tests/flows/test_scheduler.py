@@ -197,11 +197,13 @@ def test_ctrl_c_of_a_run_reporting_to_the_server_ends_its_flow_run_cancelled(
     assert [flow_run["state_type"] for flow_run in ours] == ["CANCELLED"]
 
 
-def _serve_a_slow_manifest(
+@contextmanager
+def _serving_a_slow_manifest(
     tmp_path: Path, prefect_server: Server, name: str
-) -> tuple[list[str], dict[str, str], Path]:
-    """The command, environment and log of `relaybatch serve` with one deployment (``name``) of a
-    manifest on a slow emulator, so its flow run is still sending when a test stops things."""
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """`relaybatch serve` with one deployment (``name``) of a manifest on a slow emulator, so its
+    flow run is still sending when a test stops things: (serve, the deployment's id, serve's log)
+    once the deployment is registered; serve is stopped on the way out."""
     from tests.flows.test_graceful_cancel import _env, _manifest, _slow_emulator
 
     manifest = _manifest(tmp_path)
@@ -219,7 +221,16 @@ def _serve_a_slow_manifest(
         _slow_emulator(tmp_path, 1.0),
         {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")},
     )
-    return [str(BIN / "relaybatch"), "serve", "--config", str(config)], env, tmp_path / "serve.log"
+    serve_log = tmp_path / "serve.log"
+    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+    with _started(serve, env, serve_log, tmp_path) as serving:
+        deployment = _wait_for(
+            "the deployment registered",
+            lambda: prefect_server.http.get(f"/deployments/name/run-manifest/{name}").json().get("id"),
+            START_SECONDS,
+            [prefect_server.log, serve_log],
+        )
+        yield serving, deployment, serve_log
 
 
 def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
@@ -230,14 +241,7 @@ def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
     from tests.flows.test_graceful_cancel import ITEMS, _counts
 
     http = prefect_server.http
-    serve, env, serve_log = _serve_a_slow_manifest(tmp_path, prefect_server, "by-hand")
-    with _started(serve, env, serve_log, tmp_path) as serving:
-        deployment = _wait_for(
-            "the deployment registered",
-            lambda: http.get("/deployments/name/run-manifest/by-hand").json().get("id"),
-            START_SECONDS,
-            [prefect_server.log, serve_log],
-        )
+    with _serving_a_slow_manifest(tmp_path, prefect_server, "by-hand") as (serving, deployment, serve_log):
         flow_run = http.post(f"/deployments/{deployment}/create_flow_run", json={}).json()
         checkpoint = tmp_path / "runs" / "many" / "checkpoint.sqlite"
         try:
@@ -278,14 +282,7 @@ def test_a_sigkill_of_serve_stops_its_flow_run_cleanly_within_seconds(
     from tests.flows.test_graceful_cancel import _alive, _counts
 
     http = prefect_server.http
-    serve, env, serve_log = _serve_a_slow_manifest(tmp_path, prefect_server, "to-kill")
-    with _started(serve, env, serve_log, tmp_path) as serving:
-        deployment = _wait_for(
-            "the deployment registered",
-            lambda: http.get("/deployments/name/run-manifest/to-kill").json().get("id"),
-            START_SECONDS,
-            [prefect_server.log, serve_log],
-        )
+    with _serving_a_slow_manifest(tmp_path, prefect_server, "to-kill") as (serving, deployment, serve_log):
         http.post(f"/deployments/{deployment}/create_flow_run", json={})
         checkpoint = tmp_path / "runs" / "many" / "checkpoint.sqlite"
         _wait_for(

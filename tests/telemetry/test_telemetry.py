@@ -19,17 +19,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
-from relaybatch.costs import Budgets, spend_guard_for_run
 from relaybatch.emulator import create_app, load_config
-from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore, execute
-from relaybatch.gateway import GatewayClient, RetryPolicy
+from relaybatch.engine import AdaptiveTokenBucket, CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.settings import Settings
 from relaybatch.telemetry import RunTelemetry, TelemetrySettings, open_telemetry
 from tests.engine.engine_fakes import FAST as ENGINE_FAST
-from tests.engine.engine_fakes import FAST_MEDIA
+from tests.engine.engine_fakes import FAST_MEDIA, execute_with_a_budget
 
 FAST = replace(ENGINE_FAST, concurrency=4)
 
@@ -72,25 +69,14 @@ def store(tmp_path: Path) -> Iterator[CheckpointStore]:
 async def run_with(store: CheckpointStore, telemetry: RunTelemetry) -> None:
     config = load_config()
     config.media = FAST_MEDIA
-    bucket = AdaptiveTokenBucket(600)
-    async with (
-        GatewayClient(
-            "http://emulator.local",
-            SecretStr("rb-standard-key"),
-            transport=httpx.ASGITransport(app=create_app(config)),
-            limiter=bucket,
-            retry=RetryPolicy(max_attempts=1),
-        ) as client,
-        spend_guard_for_run(store, client, budgets=Budgets(run_usd=Decimal("5"))) as guard,
-    ):
-        await execute(
-            store,
-            client,
-            settings=FAST,
-            limiter=bucket,
-            spend=telemetry.watch_spend(guard),
-            progress=telemetry.watch_progress(None),
-        )
+    await execute_with_a_budget(
+        store,
+        create_app(config),
+        AdaptiveTokenBucket(600),
+        telemetry.watch_progress(None),
+        telemetry.watch_spend,
+        FAST,
+    )
 
 
 def in_memory() -> tuple[RunTelemetry, InMemorySpanExporter, InMemoryMetricReader]:
