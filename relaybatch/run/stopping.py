@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +26,8 @@ from typing import Any
 # Requests in flight get this long to finish after the first signal; then they are cancelled.
 GRACE_SECONDS = 7.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The parent a flow-run process asked to outlive (stop_when_parent_dies); None elsewhere.
+_WATCHED_PARENT: int | None = None
 
 
 def _say(text: str) -> None:
@@ -44,6 +47,8 @@ class StopOnSignal:
 
     def received(self, signum: int) -> None:
         name = signal.Signals(signum).name
+        if _WATCHED_PARENT is not None and os.getppid() != _WATCHED_PARENT:
+            _silence_output()
         if self.signal is None:
             self.signal = name
             self.stop.set()
@@ -111,4 +116,20 @@ def stop_when_parent_dies() -> bool:
     except OSError:
         return False
     pr_set_pdeathsig = 1
+    global _WATCHED_PARENT
+    _WATCHED_PARENT = os.getppid()
     return bool(libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) == 0)
+
+
+def _silence_output() -> None:
+    """Point stdout and stderr at /dev/null: the parent that read them is gone.
+
+    A runner (``relaybatch serve``) reads its flow runs' output through a pipe; once it is killed,
+    the next progress line or the stop notice would raise BrokenPipeError inside the engine and
+    end the run with requests in flight, instead of the clean stop the SIGTERM asked for.
+    """
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for descriptor in (1, 2):
+            os.dup2(devnull, descriptor)
+        os.close(devnull)
