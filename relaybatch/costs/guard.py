@@ -102,7 +102,7 @@ class RunSpendGuard:
                 if refusal.scope == RUN_SCOPE:
                     self._stop = self._stop or message
                 else:
-                    self._job_stops.setdefault(call.job, message)
+                    self._job_stops[call.job] = message  # the latest: the engine asks right after
             return False
         reservation = self._row(call, None, UsageCounts(), CallCost((), "base", (IN_FLIGHT,)), worst)
         with self._lock:

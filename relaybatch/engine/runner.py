@@ -124,6 +124,10 @@ class Execution:
         self.billing_stopped: str | None = None
         self.run_stopped: str | None = None
         self.jobs_stopped: dict[str, str] = {}
+        # A job its budget refused while calls of it were in flight waits for one to settle (each
+        # settles at or below its worst case, so room may come back); then it is fed again.
+        self.jobs_waiting: set[str] = set()
+        self.reserved_by_job: dict[str, int] = {}
         self.spent = Decimal(0)
         self.priced = False
         self.finished: dict[str, int] = {}
@@ -204,12 +208,15 @@ class Execution:
             # Decide which rows to queue now, before any await: a row already queued when the page
             # was read may be sent, answered and released while this loop waits on a full queue,
             # and queueing its stale copy then would send it again (a submitted video, twice).
-            fresh = [row for row in page if row.key not in self.queued and row.job not in self.jobs_stopped]
+            fresh = [row for row in page if row.key not in self.queued and not self._job_held(row.job)]
             self.queued.update(row.key for row in fresh)
             for row in fresh:
                 queued_any = True
                 await self.queue.put(row)
         return queued_any
+
+    def _job_held(self, job: str) -> bool:
+        return job in self.jobs_stopped or job in self.jobs_waiting
 
     def _pending_left(self) -> bool:
         if not self.jobs_stopped:
@@ -251,15 +258,18 @@ class Execution:
             )
             self.count_finished(row.kind, FAILED)
             return
-        if row.job in self.jobs_stopped:
-            return  # its budget is reached: the item stays pending for a later execution
+        if self._job_held(row.job):
+            return  # its budget is reached (or waits for its calls in flight): the item stays pending
         if self.spend is not None and not self.spend.reserve(call):
             job_stop = self.spend.job_stopped(row.job)
-            if job_stop is not None:
-                self.jobs_stopped.setdefault(row.job, job_stop)  # only this job stops
-            else:
+            if job_stop is None:
                 self.billing_stopped = self.billing_stopped or self.spend.stop_message()
+            elif self.reserved_by_job.get(row.job):
+                self.jobs_waiting.add(row.job)  # fed again once one of its calls settles
+            else:
+                self.jobs_stopped.setdefault(row.job, job_stop)  # only this job stops
             return
+        self.reserved_by_job[row.job] = self.reserved_by_job.get(row.job, 0) + 1
         self.hook("reserved", row.key)
         try:
             # The reservation is committed with (just before) this write: durable before the send.
@@ -371,6 +381,7 @@ class Execution:
         if self.spend is None:
             return None
         cost = self.spend.settle(call, result)
+        self._reservation_ended(call.job)
         self.hook("settled", call.key)
         if cost is not None:
             self.spent += cost
@@ -380,6 +391,11 @@ class Execution:
     def _release(self, call: BilledCall) -> None:
         if self.spend is not None:
             self.spend.release(call)
+            self._reservation_ended(call.job)
+
+    def _reservation_ended(self, job: str) -> None:
+        self.reserved_by_job[job] = self.reserved_by_job.get(job, 1) - 1
+        self.jobs_waiting.discard(job)
 
     # -- progress ----------------------------------------------------------------------------
 
