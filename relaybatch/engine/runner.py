@@ -201,7 +201,10 @@ class Execution:
         """Queue every pending item that is ready now; True if any was queued."""
         cursor, queued_any = 0, False
         while self.submitting:
-            page = self.store.work_page(PENDING, cursor, self.settings.page_size, ready_at=epoch())
+            held = [*self.jobs_stopped, *self.jobs_waiting]  # skipped in SQL: never read again and again
+            page = self.store.work_page(
+                PENDING, cursor, self.settings.page_size, ready_at=epoch(), skip_jobs=held
+            )
             if not page:
                 return queued_any
             cursor = page[-1].rowid
@@ -219,10 +222,7 @@ class Execution:
         return job in self.jobs_stopped or job in self.jobs_waiting
 
     def _pending_left(self) -> bool:
-        if not self.jobs_stopped:
-            return self.store.has_state(PENDING)
-        per_job = self.store.count_by_job_and_state()
-        return any(counts.get(PENDING) for job, counts in per_job.items() if job not in self.jobs_stopped)
+        return self.store.has_state(PENDING, skip_jobs=list(self.jobs_stopped))
 
     async def _wait_for_retries(self) -> None:
         earliest = self.store.earliest_not_before()

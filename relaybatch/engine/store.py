@@ -17,7 +17,7 @@ import itertools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -517,21 +517,36 @@ class CheckpointStore:
         sql = f"select key from items where state in ({marks}) order by rowid"
         return [row[0] for row in self.db.execute(sql, states).fetchall()]
 
-    def work_page(self, state: str, after_rowid: int, limit: int, ready_at: float | None = None) -> list[Row]:
+    def work_page(
+        self,
+        state: str,
+        after_rowid: int,
+        limit: int,
+        ready_at: float | None = None,
+        skip_jobs: Collection[str] = (),
+    ) -> list[Row]:
         """Up to ``limit`` items in ``state`` after ``after_rowid``; with ``ready_at``, only those
-        whose not-before time has passed. Paging keeps memory flat on million-item runs."""
+        whose not-before time has passed; none of ``skip_jobs`` (held by their budget). Paging
+        keeps memory flat on million-item runs."""
         sql = f"select {WORK_COLUMNS} from items where state = ? and rowid > ?"
         args: list[Any] = [state, after_rowid]
         if ready_at is not None:
             sql += " and (not_before is null or not_before <= ?)"
             args.append(ready_at)
+        if skip_jobs:
+            sql += f" and job not in ({','.join('?' for _ in skip_jobs)})"
+            args.extend(skip_jobs)
         sql += " order by rowid limit ?"
         args.append(limit)
         return [Row.from_tuple(row) for row in self.db.execute(sql, args).fetchall()]
 
-    def has_state(self, state: str) -> bool:
-        """Whether any item is in ``state`` (one index probe; the feeder asks this often)."""
-        return self.db.execute("select 1 from items where state = ? limit 1", [state]).fetchone() is not None
+    def has_state(self, state: str, skip_jobs: Collection[str] = ()) -> bool:
+        """Whether any item is in ``state``, outside ``skip_jobs`` (one index probe without them;
+        the feeder asks this often)."""
+        sql, args = "select 1 from items where state = ?", [state, *skip_jobs]
+        if skip_jobs:
+            sql += f" and job not in ({','.join('?' for _ in skip_jobs)})"
+        return self.db.execute(sql + " limit 1", args).fetchone() is not None
 
     def retryable_failures(self, retry: int = RETRY_SEND) -> list[str]:
         """Keys of failed items another try could fix: ``RETRY_SEND`` (attempts ran out on a
