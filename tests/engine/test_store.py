@@ -265,3 +265,14 @@ def test_status_says_when_the_last_execution_died(store: CheckpointStore) -> Non
     store.record_start()
     store.record_stop(None)
     assert last_execution_line(store).startswith("last execution finished")
+
+
+def test_work_pages_and_the_pending_probe_skip_jobs_held_by_their_budget(store: CheckpointStore) -> None:
+    store.add_items([chat(1, job="covers"), chat(2, job="answers"), chat(3, job="covers")])
+    store.transition(chat(2, job="answers").key, "sending")
+
+    page = store.work_page("pending", 0, 10, skip_jobs=["covers"])
+    assert page == []
+    assert [row.job for row in store.work_page("pending", 0, 10, skip_jobs=["answers"])] == ["covers"] * 2
+    assert store.has_state("pending") and not store.has_state("pending", skip_jobs=["covers"])
+    assert store.has_state("sending", skip_jobs=["covers"])
