@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 from starlette.applications import Starlette
 
 from relaybatch.emulator import EmulatorState
@@ -66,3 +67,19 @@ def sse_events(body: str) -> list[str]:
 
 def charges(state: EmulatorState, route: str) -> list[Any]:
     return [charge for charge in state.ledger if charge.route == route]
+
+
+async def advance(http: httpx.AsyncClient, seconds: float) -> None:
+    """Move the emulator's clock forward (its admin route)."""
+    response = await http.post("/_emulator/clock/advance", json={"seconds": seconds})
+    assert response.status_code == 200, response.text
+
+
+def assert_refused_for_free(
+    response: httpx.Response, state: EmulatorState, route: str, mentions: str
+) -> None:
+    """A 400 (``invalid_request_error``) whose message names what was wrong, and no charge on ``route``."""
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and mentions in error["message"], error
+    assert charges(state, route) == []

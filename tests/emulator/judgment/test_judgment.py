@@ -10,7 +10,7 @@ import pytest
 
 from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.judgment.rules import confidence
-from tests.emulator.emulator_http import EMPTY_KEY, RESTRICTED_KEY, bearer, charges
+from tests.emulator.emulator_http import EMPTY_KEY, RESTRICTED_KEY, assert_refused_for_free, bearer, charges
 
 ROUTE = "/v1/typedjudge"
 MODEL = "relay-judge-1"
@@ -140,11 +140,7 @@ async def test_price_is_input_tokens_only(http: httpx.AsyncClient, state: Emulat
 async def test_malformed_requests_are_400_and_free(
     http: httpx.AsyncClient, state: EmulatorState, fields: dict[str, Any], mentions: str
 ) -> None:
-    response = await judge(http, **fields)
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert error["type"] == "invalid_request_error" and mentions in error["message"]
-    assert charges(state, ROUTE) == []
+    assert_refused_for_free(await judge(http, **fields), state, ROUTE, mentions)
 
 
 @pytest.mark.parametrize(

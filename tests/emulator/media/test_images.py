@@ -12,7 +12,14 @@ import pytest
 from PIL import Image
 
 from relaybatch.emulator import EmulatorState
-from tests.emulator.emulator_http import EMPTY_KEY, RESTRICTED_KEY, REVOKED_KEY, bearer, charges
+from tests.emulator.emulator_http import (
+    EMPTY_KEY,
+    RESTRICTED_KEY,
+    REVOKED_KEY,
+    assert_refused_for_free,
+    bearer,
+    charges,
+)
 
 ROUTE = "/v1/images/generations"
 NEWER, OLDER = "relay-image-2", "relay-image-1"
@@ -180,11 +187,8 @@ async def test_refused_with_400(
     http: httpx.AsyncClient, state: EmulatorState, fields: dict[str, Any], mentions: str
 ) -> None:
     response = await generate(http, **fields)
-    assert response.status_code == 400, response.text
-    error = response.json()["error"]
-    assert (error["type"], error["code"]) == ("invalid_request_error", "400")
-    assert mentions in error["message"]
-    assert charges(state, ROUTE) == []
+    assert_refused_for_free(response, state, ROUTE, mentions)
+    assert response.json()["error"]["code"] == "400"
 
 
 async def test_body_that_is_not_json_is_400(http: httpx.AsyncClient) -> None:

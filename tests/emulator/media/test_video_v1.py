@@ -11,7 +11,14 @@ import pytest
 
 from relaybatch.emulator import EmulatorState
 from tests.emulator.codecs.mp4_checks import check_mp4
-from tests.emulator.emulator_http import EMPTY_KEY, OTHER_KEY, bearer, charges
+from tests.emulator.emulator_http import (
+    EMPTY_KEY,
+    OTHER_KEY,
+    advance,
+    assert_refused_for_free,
+    bearer,
+    charges,
+)
 
 ROUTE = "/v1/videos/generations"
 MODEL = "relay-video-v1"
@@ -21,10 +28,6 @@ PENDING, PROCESSING = 3, 15
 
 async def create(http: httpx.AsyncClient, key: str = "rb-demo-key", **fields: Any) -> httpx.Response:
     return await http.post(ROUTE, headers=bearer(key), json={"model": MODEL, "prompt": "a fox", **fields})
-
-
-async def advance(http: httpx.AsyncClient, seconds: float) -> None:
-    assert (await http.post("/_emulator/clock/advance", json={"seconds": seconds})).status_code == 200
 
 
 async def task(http: httpx.AsyncClient, task_id: str, key: str = "rb-demo-key") -> httpx.Response:
@@ -124,10 +127,7 @@ async def test_unknown_and_foreign_tasks_are_404(http: httpx.AsyncClient) -> Non
 async def test_bad_bodies_are_400_and_free(
     http: httpx.AsyncClient, state: EmulatorState, fields: dict[str, Any], mentions: str
 ) -> None:
-    response = await create(http, **fields)
-    assert response.status_code == 400, response.text
-    assert mentions in response.json()["error"]["message"]
-    assert charges(state, ROUTE) == []
+    assert_refused_for_free(await create(http, **fields), state, ROUTE, mentions)
 
 
 async def test_optional_v1_fields_are_accepted(http: httpx.AsyncClient) -> None:

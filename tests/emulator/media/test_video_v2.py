@@ -13,7 +13,16 @@ from PIL import Image
 
 from relaybatch.emulator import EmulatorState
 from tests.emulator.codecs.mp4_checks import check_h264_samples, check_mp4
-from tests.emulator.emulator_http import EMPTY_KEY, OTHER_KEY, REVOKED_KEY, START, bearer, charges
+from tests.emulator.emulator_http import (
+    EMPTY_KEY,
+    OTHER_KEY,
+    REVOKED_KEY,
+    START,
+    advance,
+    assert_refused_for_free,
+    bearer,
+    charges,
+)
 
 MODEL = "relay-video-2"
 # Default media.video settings: 5 s queued, then 10 s + 2 s per video second of rendering.
@@ -24,11 +33,6 @@ async def create(http: httpx.AsyncClient, key: str = "rb-demo-key", **fields: An
     return await http.post(
         "/v2/videos", headers=bearer(key), json={"model": MODEL, "prompt": "waves", **fields}
     )
-
-
-async def advance(http: httpx.AsyncClient, seconds: float) -> None:
-    response = await http.post("/_emulator/clock/advance", json={"seconds": seconds})
-    assert response.status_code == 200
 
 
 async def poll(http: httpx.AsyncClient, video_id: str, key: str = "rb-demo-key") -> httpx.Response:
@@ -186,10 +190,7 @@ async def test_quote_stays_fixed_when_prices_change(http: httpx.AsyncClient, sta
 async def test_bad_bodies_are_400_and_free(
     http: httpx.AsyncClient, state: EmulatorState, fields: dict[str, Any], mentions: str
 ) -> None:
-    response = await create(http, **fields)
-    assert response.status_code == 400, response.text
-    assert mentions in response.json()["error"]["message"]
-    assert charges(state, "/v2/videos") == []
+    assert_refused_for_free(await create(http, **fields), state, "/v2/videos", mentions)
 
 
 async def test_reference_image_is_accepted(http: httpx.AsyncClient) -> None:
