@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from ports import free_port as _free_port
 from pydantic import SecretStr
 
 from relaybatch.gateway import GatewayClient, GatewayError, RetryPolicy, aiohttp_transport
@@ -37,12 +38,6 @@ from relaybatch.settings import EMULATOR_DEMO_KEY
 TARGET_REQUESTS_PER_SECOND = 2_000.0  # research/http-client.md, httpx + aiohttp transport
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REQUEST = {"model": "relay-chat-small", "messages": [{"role": "user", "content": "ping"}], "max_tokens": 16}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def serve_bare(port: int) -> None:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,19 +25,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ports import free_port
+
 TARGET_RPS = 1500
 REPO = Path(__file__).resolve().parents[1]
 BODY = json.dumps(
     {"model": "relay-chat-small", "messages": [{"role": "user", "content": "Name three rivers in Europe."}]}
 ).encode()
 HEADERS = {"Authorization": "Bearer rb-demo-key", "Content-Type": "application/json"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def raw_request(host: str, port: int) -> bytes:

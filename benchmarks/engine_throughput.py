@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 import httpx
 from bench_items import chat_items
 from machine_probe import probe
+from ports import free_port
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, EngineSettings, execute, export_results
@@ -38,12 +38,6 @@ from relaybatch.run import RunPaths, open_run
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 TARGET_ITEMS_PER_SECOND = 1000
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def serve_emulator() -> tuple[subprocess.Popen[bytes], str]:

@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,17 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 DEMO_KEY = "rb-demo-key"
 WINDOW_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

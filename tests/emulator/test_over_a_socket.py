@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,13 +13,7 @@ import uvicorn
 from emulator_http import bearer, user_chat
 
 from relaybatch.emulator import EmulatorConfig, EmulatorState, create_app
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from tests.ports import free_port
 
 
 @pytest.fixture

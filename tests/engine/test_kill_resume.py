@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from relaybatch.emulator.config import DEFAULT_CONFIG_PATH
 from relaybatch.engine import TERMINAL_STATES, CheckpointStore, execute
 from relaybatch.gateway import GatewayClient, RetryPolicy
 from relaybatch.settings import EMULATOR_DEMO_KEY
+from tests.ports import free_port
 
 ITEMS = [chat(n) for n in range(60)] + [video(n) for n in range(6)] + [video_v1(n) for n in range(4)]
 
@@ -49,12 +49,6 @@ async def main():
 
 asyncio.run(main())
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

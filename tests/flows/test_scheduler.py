@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,16 +25,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.ports import free_port as _free_port
+
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 START_SECONDS = 300.0  # a loaded 2-core machine has taken 85 s to start the server
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

@@ -7,17 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from manifest_helpers import problems as _problems
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.manifests import ManifestInvalid, load_items
+from relaybatch.manifests import load_items
 from relaybatch.manifests.converters import Route, family_problems
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(ManifestInvalid) as caught:
-        load_items(path)
-    return [str(problem) for problem in caught.value.problems]
 
 
 def test_via_converter_travels_in_the_request_and_changes_the_key(write, tmp_path: Path) -> None:

@@ -8,14 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from manifest_helpers import problems as _problems
 
-from relaybatch.manifests import ManifestInvalid, load_items, open_manifest
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(ManifestInvalid) as caught:
-        load_items(path)
-    return [str(problem) for problem in caught.value.problems]
+from relaybatch.manifests import ManifestInvalid, open_manifest
 
 
 def test_structure_mistakes_name_their_yaml_line_and_field(write) -> None:

@@ -9,8 +9,9 @@ import codecs
 from pathlib import Path
 
 import pytest
+from manifest_helpers import problems as _problems
 
-from relaybatch.manifests import ManifestInvalid, load_items
+from relaybatch.manifests import load_items
 from relaybatch.manifests.limits import (
     MAX_ALIAS_VALUES,
     MAX_DEPTH,
@@ -20,12 +21,6 @@ from relaybatch.manifests.limits import (
 )
 
 JOB = "jobs:\n  - {name: a, kind: chat, model: m, prompt: x, items: [{q: 1}]}\n"
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(ManifestInvalid) as caught:
-        load_items(path)
-    return [str(problem) for problem in caught.value.problems]
 
 
 def _alias_bomb(levels: int) -> str:
