@@ -6,6 +6,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +32,21 @@ def fast_app() -> Starlette:
     config = load_config()
     config.media = FAST_MEDIA
     return create_app(config)
+
+
+@pytest.fixture
+def no_flow(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The run flow replaced by a recorder: a faulty manifest must never reach it."""
+    import relaybatch.flows  # Prefect: imported only by the tests that ask for this
+
+    entered: list[Path] = []
+
+    async def recorder(manifest: Path, **kwargs: Any) -> None:
+        entered.append(manifest)
+        raise AssertionError("the run flow was entered for an invalid manifest")
+
+    monkeypatch.setattr(relaybatch.flows, "run_manifest", recorder)
+    return entered
 
 
 @pytest.fixture

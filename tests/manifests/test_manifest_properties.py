@@ -17,10 +17,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-import relaybatch.flows
 from hostile_inputs import Case, any_case
 from hypothesis import HealthCheck, given, settings
 from typer.testing import CliRunner
@@ -115,19 +113,6 @@ def test_validate_in_a_fresh_process_names_each_fault_once_in_bounded_memory(
     what = f"{case.format}/{case.fault}"
     assert finished.peak_mib < MAX_RSS_MIB, f"{what}: {finished.peak_mib:.0f} MiB"
     assert finished.cpu_seconds < MAX_CPU_SECONDS, f"{what}: {finished.cpu_seconds:.1f} CPU s"
-
-
-@pytest.fixture
-def no_flow(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The run flow replaced by a recorder: a faulty manifest must never reach it."""
-    entered: list[Path] = []
-
-    async def recorder(manifest: Path, **kwargs: Any) -> None:
-        entered.append(manifest)
-        raise AssertionError("the run flow was entered")
-
-    monkeypatch.setattr(relaybatch.flows, "run_manifest", recorder)
-    return entered
 
 
 def _sent() -> int:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import relaybatch.flows
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -164,19 +163,6 @@ def bad_jsonl(draw: st.DrawFn) -> BadFile:
 def emulator() -> Iterator[Served]:
     with served_emulator(config_with()) as served:
         yield served
-
-
-@pytest.fixture
-def no_flow(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Replace the run flow with a recorder: an invalid manifest must never reach it."""
-    entered: list[Any] = []
-
-    async def recorder(manifest: Path, **kwargs: Any) -> None:
-        entered.append(manifest)
-        raise AssertionError("the run flow was entered for an invalid manifest")
-
-    monkeypatch.setattr(relaybatch.flows, "run_manifest", recorder)
-    return entered
 
 
 def _sent(emulator: Served) -> int:
