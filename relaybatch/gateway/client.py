@@ -208,11 +208,7 @@ class GatewayClient:
             "other",
             timeout=self._timeouts.download(),
         )
-        target = Path(path)
-        return await self._sender.run(
-            call,
-            lambda response: write_stream_to_file(response.aiter_bytes(), target, _promised_length(response)),
-        )
+        return await self._download(call, Path(path))
 
     async def download_file(self, url: str, path: Path) -> MediaFile:
         """Stream the file a task result links to (``data.video_url`` ...) to ``path``, written
@@ -233,7 +229,10 @@ class GatewayClient:
             "other",
             timeout=self._timeouts.download(),
         )
-        target = Path(path)
+        return await self._download(call, Path(path))
+
+    async def _download(self, call: Call, target: Path) -> MediaFile:
+        """Stream a download's body to ``target``: written whole (length checked) or not at all."""
         return await self._sender.run(
             call,
             lambda response: write_stream_to_file(response.aiter_bytes(), target, _promised_length(response)),
