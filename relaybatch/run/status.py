@@ -12,6 +12,7 @@ from rich.text import Text
 from relaybatch.console import table as folding_table
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.run.paths import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
 LISTED = 20
@@ -76,6 +77,11 @@ def resume_command(store: CheckpointStore, run_name: str) -> str:
     command = ["relaybatch", "run", manifest[0]]
     if run_name != store.run_name():
         command += ["--run-name", run_name]
+    # The store sits at RUNS/NAME/checkpoint.sqlite: a run outside the default runs folder
+    # resumes only with that folder named, or the command would start a new run elsewhere.
+    runs_dir = store.path.resolve().parent.parent
+    if runs_dir != runs_dir_or_default(None).resolve():
+        command += ["--runs-dir", str(runs_dir)]
     return shlex.join(command)
 
 

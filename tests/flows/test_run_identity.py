@@ -156,7 +156,7 @@ def test_failed_items_exit_1_and_status_gives_reasons_and_the_resume_command(tmp
     assert code == 0
     assert "failed items" in status and "relay-no-such-model" in status
     assert "last execution finished" in status
-    assert f"resume with: relaybatch run {manifest.resolve()}" in status
+    assert f"resume with: relaybatch run {manifest.resolve()} --runs-dir {Path(runs).resolve()}" in status
     with CheckpointStore.open_read_only(tmp_path / "runs" / "mixed" / "checkpoint.sqlite") as store:
         assert (store.run_settings()["concurrency"], store.run_settings()["rate_limit_rpm"]) == (2, 600)
 
