@@ -158,6 +158,11 @@ class Budget:
         with self._lock:
             return self._in_flight(None)
 
+    def in_flight_for(self, job: str | None) -> Decimal:
+        """Worst cases held for the job's calls in flight (None: every job's)."""
+        with self._lock:
+            return self._in_flight(job)
+
 
 def _finish(future: asyncio.Future[None]) -> None:
     if not future.done():

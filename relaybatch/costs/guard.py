@@ -19,7 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from relaybatch.costs.budget import RUN_SCOPE, Budget
+from relaybatch.costs.budget import RUN_SCOPE, Budget, Refusal
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
 from relaybatch.costs.ledger import (
     CHARGED,
@@ -37,7 +37,7 @@ from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, pa
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
-from relaybatch.engine.spend import SpendFigures
+from relaybatch.engine.spend import Refused, SpendFigures
 
 IN_FLIGHT = "in flight"
 
@@ -85,8 +85,7 @@ class RunSpendGuard:
         self._queued: list[LedgerRow] = []
         self._released: list[str] = []  # ids of reservation rows already stored, to drop
         self._lock = threading.Lock()
-        self._stop: str | None = None  # the run's budget refused a call: the run stops submitting
-        self._job_stops: dict[str, str] = {}  # a job's budget refused a call: only that job stops
+        self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
         self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
 
     # -- the engine's seam ------------------------------------------------------------------
@@ -97,18 +96,25 @@ class RunSpendGuard:
         worst = worst_case_usd(call.kind, call.request, self._prices(call))
         refusal = self.budget.reserve(call.key, call.job, worst)
         if refusal is not None:
-            message = refusal.message(f"{call.job}/{call.item_id}")
             with self._lock:
-                if refusal.scope == RUN_SCOPE:
-                    self._stop = self._stop or message
-                else:
-                    self._job_stops[call.job] = message  # the latest: the engine asks right after
+                self._refusals[call.key] = refusal  # the engine asks `refusal` right after
             return False
         reservation = self._row(call, None, UsageCounts(), CallCost((), "base", (IN_FLIGHT,)), worst)
         with self._lock:
             self._started[call.key] = (time.monotonic(), worst)
             self._queued.append(replace(reservation, outcome=RESERVED))
         return True
+
+    def refusal(self, call: Call) -> Refused:
+        """Why ``reserve`` refused the call: the budget's scope, its message, and whether only
+        reservations of calls in flight stood in the way (the engine then waits for one to settle)."""
+        with self._lock:
+            refusal = self._refusals.pop(call.key, None)
+        if refusal is None:
+            raise LookupError(f"no refusal recorded for call {call.key}: ask right after reserve")
+        message = refusal.message(f"{call.job}/{call.item_id}")
+        job = None if refusal.scope == RUN_SCOPE else call.job
+        return Refused(message, job, may_fit_later=refusal.only_in_flight)
 
     def settle(self, call: Call, result: dict[str, Any] | None) -> Decimal | None:
         """Record the charge; None when the cost is not known (outcome unknown, or a price missing)."""
@@ -170,15 +176,6 @@ class RunSpendGuard:
             if not queued:
                 self._released.append(row_id)
         self.budget.release(call.key)
-
-    def stop_message(self) -> str:
-        with self._lock:
-            return self._stop or "budget reached"
-
-    def job_stopped(self, job: str) -> str | None:
-        """Why the job's own budget refused one of its calls (the run's other jobs go on)."""
-        with self._lock:
-            return self._job_stops.get(job)
 
     # -- helpers ----------------------------------------------------------------------------
 

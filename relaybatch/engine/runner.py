@@ -127,7 +127,10 @@ class Execution:
         # A job its budget refused while calls of it were in flight waits for one to settle (each
         # settles at or below its worst case, so room may come back); then it is fed again.
         self.jobs_waiting: set[str] = set()
-        self.reserved_by_job: dict[str, int] = {}
+        # Set (and replaced) whenever a reservation ends or submissions stop: a worker whose call
+        # the run's budget refused only for the calls in flight waits on it, then asks again.
+        self.room = asyncio.Event()
+        self.waiting_for_room = 0
         self.spent = Decimal(0)
         self.priced = False
         self.finished: dict[str, int] = {}
@@ -260,16 +263,8 @@ class Execution:
             return
         if self._job_held(row.job):
             return  # its budget is reached (or waits for its calls in flight): the item stays pending
-        if self.spend is not None and not self.spend.reserve(call):
-            job_stop = self.spend.job_stopped(row.job)
-            if job_stop is None:
-                self.billing_stopped = self.billing_stopped or self.spend.stop_message()
-            elif self.reserved_by_job.get(row.job):
-                self.jobs_waiting.add(row.job)  # fed again once one of its calls settles
-            else:
-                self.jobs_stopped.setdefault(row.job, job_stop)  # only this job stops
-            return
-        self.reserved_by_job[row.job] = self.reserved_by_job.get(row.job, 0) + 1
+        if self.spend is not None and not await self._admit(self.spend, call):
+            return  # the item stays pending
         self.hook("reserved", row.key)
         try:
             # The reservation is committed with (just before) this write: durable before the send.
@@ -377,6 +372,47 @@ class Execution:
 
     # -- spend seam --------------------------------------------------------------------------
 
+    async def _admit(self, spend: SpendGuard, call: BilledCall) -> bool:
+        """Reserve the call's worst case. Refused by the run's budget only for the reservations of
+        calls in flight (each settles at or below its worst case), the worker waits for one of them
+        to settle and asks again; it never polls. A refusal with nothing in flight, or by spend
+        alone, stops the run's submissions; a job's budget holds or stops only that job."""
+        while True:
+            room = self.room  # taken before asking: any settlement from here on wakes the wait
+            if spend.reserve(call):
+                return True
+            refused = spend.refusal(call)
+            if refused.job is not None:
+                if refused.may_fit_later:
+                    self.jobs_waiting.add(refused.job)  # fed again once one of its calls settles
+                else:
+                    self.jobs_stopped.setdefault(refused.job, refused.message)  # only this job stops
+                return False
+            if not refused.may_fit_later:
+                self.billing_stopped = self.billing_stopped or refused.message
+                self._room_changed()  # the workers waiting for room give up their items
+                return False
+            self.waiting_for_room += 1
+            try:
+                await self._wait_for_room(room)
+            finally:
+                self.waiting_for_room -= 1
+            if not self.submitting:
+                return False
+
+    async def _wait_for_room(self, room: asyncio.Event) -> None:
+        """Until a reservation ends (``room``) or the run is stopped."""
+        waits = {asyncio.ensure_future(room.wait()), asyncio.ensure_future(self.stop.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    def _room_changed(self) -> None:
+        self.room.set()
+        self.room = asyncio.Event()
+
     def _settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         if self.spend is None:
             return None
@@ -394,8 +430,8 @@ class Execution:
             self._reservation_ended(call.job)
 
     def _reservation_ended(self, job: str) -> None:
-        self.reserved_by_job[job] = self.reserved_by_job.get(job, 1) - 1
         self.jobs_waiting.discard(job)
+        self._room_changed()
 
     # -- progress ----------------------------------------------------------------------------
 
@@ -406,7 +442,7 @@ class Execution:
     def snapshot(self) -> Snapshot:
         return Snapshot(
             finished=dict(self.finished),
-            in_flight=self.in_flight,
+            in_flight=self.in_flight - self.waiting_for_room,
             polling=self.poller.waiting,
             elapsed=time.monotonic() - self.started,
             spent_usd=self.spent if self.priced else None,

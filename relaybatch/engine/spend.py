@@ -1,8 +1,11 @@
 """The spend seam: how the costs package guards and records money around each billed call.
 
-The engine calls ``reserve`` before every billed submission (False: the budget says no, so the
-item stays pending; when ``job_stopped`` names the job's own budget, only that job stops
-submitting, else the run does), then exactly one of ``settle`` (the call was or
+The engine calls ``reserve`` before every billed submission. False: the budget says no, and
+``refusal`` says why and what to do. When only reservations of calls in flight stood in the way
+(``may_fit_later``: each settles at or below its worst case, so room may come back), the engine
+waits for one of them to settle and asks again; otherwise a refusal by the job's own budget stops
+only that job, a refusal by the run's budget stops the run's submissions (the item stays pending
+either way). After an admitted ``reserve`` comes exactly one of ``settle`` (the call was or
 may have been charged; ``result`` is None when the outcome is unknown) or ``release`` (the call
 was definitely not charged). ``settle`` returns the item's cost when it can price it; the engine
 stores it in the item's ``cost_usd`` column and adds it to the dollars shown on the progress line.
@@ -31,6 +34,16 @@ class BilledCall:
     latency_ms: float | None = None
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Why ``reserve`` refused a call, as the engine acts on it."""
+
+    message: str  # for the user: which budget, spent, in flight, what the call may cost
+    job: str | None  # the job whose own budget refused it (only that job holds); None: the run's
+    # Only reservations of calls in flight stood in the way: wait for one to settle, ask again.
+    may_fit_later: bool = False
+
+
 class SpendGuard(Protocol):
     def reserve(self, call: BilledCall) -> bool:
         """Hold the call's estimated cost against the budget; False refuses the call."""
@@ -44,11 +57,8 @@ class SpendGuard(Protocol):
     def commit(self) -> None:
         """Make what ``settle`` recorded durable; called just before each checkpoint commit."""
 
-    def stop_message(self) -> str:
-        """Why ``reserve`` said no, for the user (e.g. which budget was reached)."""
-
-    def job_stopped(self, job: str) -> str | None:
-        """Why the job's own budget refused a call (only that job stops); None when it did not."""
+    def refusal(self, call: BilledCall) -> Refused:
+        """Why ``reserve`` just refused ``call`` (asked right after, once per refusal)."""
 
 
 @dataclass(frozen=True)

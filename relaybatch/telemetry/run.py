@@ -32,7 +32,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
 
 from relaybatch.engine.progress import ProgressReporter, Snapshot
-from relaybatch.engine.spend import BilledCall, SpendFigures, SpendGuard
+from relaybatch.engine.spend import BilledCall, Refused, SpendFigures, SpendGuard
 
 GEN_AI_OPT_IN = "gen_ai_latest_experimental"
 # What each kind does, in the GenAI conventions' operation names.
@@ -296,11 +296,8 @@ class WatchedSpend:
     def commit(self) -> None:
         self.inner.commit()
 
-    def stop_message(self) -> str:
-        return self.inner.stop_message()
-
-    def job_stopped(self, job: str) -> str | None:
-        return self.inner.job_stopped(job)
+    def refusal(self, call: BilledCall) -> Refused:
+        return self.inner.refusal(call)
 
     def figures(self) -> SpendFigures:
         figures: SpendFigures = self.inner.figures()  # type: ignore[attr-defined]

@@ -130,8 +130,10 @@ async def test_a_model_without_a_price_is_recorded_unknown_and_refused_under_a_b
     limited = await open_spend_guard(
         tmp_path, client, [("job", "chat", "chat-model")], budgets=Budgets(run_usd=D(1))
     )
-    assert not limited.reserve(FakeCall("k2", "i2", "job", "chat", chat_request()))
-    assert "cannot be bounded" in limited.stop_message()
+    unbounded = FakeCall("k2", "i2", "job", "chat", chat_request())
+    assert not limited.reserve(unbounded)
+    refused = limited.refusal(unbounded)
+    assert "cannot be bounded" in refused.message and refused.job is None and not refused.may_fit_later
     limited.close()
 
 
@@ -173,10 +175,9 @@ async def test_release_gives_the_reservation_back(tmp_path: Path) -> None:
     second = FakeCall("k2", "i2", "job", "chat", chat_request())
     assert guard.reserve(first)
     assert not guard.reserve(second)
-    stopped = guard.job_stopped("job")  # the job's own budget: only that job stops
-    assert stopped is not None and "job job budget of 0.0006 USD" in stopped
-    assert "held for calls in flight" in stopped
-    assert guard.job_stopped("other") is None and guard.stop_message() == "budget reached"
+    refused = guard.refusal(second)  # the job's own budget: only that job holds
+    assert refused.job == "job" and "job job budget of 0.0006 USD" in refused.message
+    assert refused.may_fit_later  # only the first call, in flight, stands in the way
     guard.commit()  # the first reservation is durable (as when the engine marks the item sending)
     assert [row["outcome"] for row in CostStore(tmp_path / "costs.sqlite").records()] == ["reserved"]
     guard.release(first)
@@ -265,10 +266,22 @@ async def test_a_run_budget_refusal_stops_the_run_not_only_the_job(tmp_path: Pat
     client = FakePricingClient({"chat-model": CHAT})
     budgets = Budgets(run_usd=D("0.0006"), job_usd={"job": D("1")})
     guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
-    assert guard.reserve(FakeCall("k1", "i1", "job", "chat", chat_request()))
-    assert not guard.reserve(FakeCall("k2", "i2", "job", "chat", chat_request()))
-    assert guard.job_stopped("job") is None
-    assert "run budget of 0.0006 USD" in guard.stop_message()
+    first = FakeCall("k1", "i1", "job", "chat", chat_request())
+    second = FakeCall("k2", "i2", "job", "chat", chat_request())
+    assert guard.reserve(first)
+    assert not guard.reserve(second)
+    refused = guard.refusal(second)
+    assert refused.job is None and "run budget of 0.0006 USD" in refused.message
+    assert refused.may_fit_later  # the first call is in flight and may settle lower
+    guard.settle(first, {"usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    assert guard.reserve(second)  # it did: room came back
+    third = FakeCall("k3", "i3", "job", "chat", chat_request())
+    assert not guard.reserve(third)
+    assert guard.refusal(third).may_fit_later
+    guard.settle(second, None)  # no answer: counted at its worst case, nothing in flight now
+    assert not guard.reserve(third)
+    final = guard.refusal(third)
+    assert not final.may_fit_later and "run budget of 0.0006 USD reached" in final.message
     guard.close()
 
 

@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 
 from relaybatch.emulator.config import AccountConfig
 from relaybatch.engine import BilledCall, CheckpointStore, execute
+from relaybatch.engine.spend import Refused
 
 ONE_AT_A_TIME = replace(FAST, concurrency=1)
 
@@ -91,11 +92,8 @@ class Budget:
     def commit(self) -> None:
         self.commits += 1
 
-    def stop_message(self) -> str:
-        return "budget of the run reached"
-
-    def job_stopped(self, job: str) -> str | None:
-        return None  # every refusal is the run's
+    def refusal(self, call: BilledCall) -> Refused:
+        return Refused("budget of the run reached", job=None)  # the run's, for good
 
 
 async def test_a_spend_guard_that_says_no_stops_submissions_and_costs_are_stored(
