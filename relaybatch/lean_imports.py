@@ -1,6 +1,9 @@
 """Keeping pandas out of `relaybatch run`: two libraries the stores and exports use import it
 when it is installed, for features relaybatch never uses.
 
+pandas is not a dependency of relaybatch (nothing in it uses pandas), but it is often installed
+beside it (a notebook environment, a data team's virtualenv); both libraries work without it.
+
 - sqlite-utils imports pandas (and numpy) when it is first imported, to convert their values on
   insert; the stores never insert any.
 - pyarrow imports pandas the first time it converts Python values (``pa.array``), to ask whether
