@@ -31,7 +31,7 @@ from relaybatch.tasks import execute_items, export_outputs, plan_items
 from relaybatch.costs.report import run_spend_figures
 from relaybatch.costs.terminal import spend_summary
 from relaybatch.manifests import run_name_for
-from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, spend_lines
+from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
 from relaybatch.run import run_paths as paths_of_run
 from relaybatch.run.stopping import stop_when_parent_dies
 from relaybatch.settings import Settings
@@ -129,10 +129,11 @@ async def execute_and_report(
     """
     timings = dict(timings or {})
     started = time.monotonic()
-    async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit):
-        result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
-    executed = time.monotonic()
-    results = export_outputs(paths)
+    with executing(paths):  # one execution per store, from execute to export (run/locking.py)
+        async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit):
+            result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
+        executed = time.monotonic()
+        results = export_outputs(paths)
     timings.update({"execute": executed - started, "export": time.monotonic() - executed})
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []

@@ -216,6 +216,8 @@ def _run(
     overrides: Any,
 ) -> None:
     import asyncio
+    import contextlib
+    import functools
 
     from relaybatch.prefect_server import configured_api_url
     from relaybatch.run import RunOutcome, Shard, plan_run, run_locally
@@ -235,26 +237,30 @@ def _run(
             )
 
     outcome: RunOutcome
-    # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
-    # nothing is written unless every row is valid.
-    planned = plan_run(
-        manifest, runs_dir, part, overrides, check=lambda found: _catalog_check(found, base_url)
-    )
-    if server is None:
-        # No server: the same steps without Prefect (no temporary server, no Prefect import).
-        outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
-    else:
-        typer.echo(f"relaybatch run: manifest valid; reporting to the Prefect server at {server}", err=True)
-        outcome = _run_as_flow_run(
-            manifest,
-            runs_dir=runs_dir,
-            # The gateway as resolved, so the flow run's parameters show it even when it came
-            # from RELAYBATCH_BASE_URL (None: the embedded emulator).
-            base_url=settings.base_url,
-            shard=shard,
-            shared_limit_rpm=shared_limit_rpm,
-            planned=planned,
-        )
+    # This process holds the store's lock from planning to export (relaybatch/run/locking.py):
+    # a second execution of the same store, or a merge into this run, is refused meanwhile.
+    with contextlib.ExitStack() as hold:
+        # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
+        # nothing is written unless every row is valid.
+        check = functools.partial(_catalog_check, base_url=base_url)
+        planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold)
+        if server is None:
+            # No server: the same steps without Prefect (no temporary server, no Prefect import).
+            outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
+        else:
+            typer.echo(
+                f"relaybatch run: manifest valid; reporting to the Prefect server at {server}", err=True
+            )
+            outcome = _run_as_flow_run(
+                manifest,
+                runs_dir=runs_dir,
+                # The gateway as resolved, so the flow run's parameters show it even when it came
+                # from RELAYBATCH_BASE_URL (None: the embedded emulator).
+                base_url=settings.base_url,
+                shard=shard,
+                shared_limit_rpm=shared_limit_rpm,
+                planned=planned,
+            )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
     console.print(f"run folder: {outcome.run_dir}")
     changes = f"{planned.added} new"

@@ -21,6 +21,7 @@ from relaybatch.run.execution import (
     export_run_results,
     run_locally,
 )
+from relaybatch.run.locking import RunBusy, executing, holder_of
 from relaybatch.run.paths import RunPaths, run_paths, runs_dir_or_default
 from relaybatch.run.sharding import Shard, merge_shard_results, shard_count_on_disk, shard_folders
 from relaybatch.run.views import (
@@ -40,6 +41,7 @@ __all__ = [
     "Failure",
     "OpenRun",
     "PlannedRun",
+    "RunBusy",
     "RunOutcome",
     "RunOverrides",
     "RunPaths",
@@ -50,9 +52,11 @@ __all__ = [
     "current_limit_rpm",
     "errors_by_type",
     "execute_run",
+    "executing",
     "export_run_results",
     "failures",
     "fold_shards",
+    "holder_of",
     "items_per_job_and_state",
     "merge_shard_results",
     "open_run",

@@ -30,6 +30,7 @@ from relaybatch.engine import (
 from relaybatch.errors import UserError
 from relaybatch.limiting import Limiter
 from relaybatch.manifests import Manifest, Validation, open_manifest
+from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.sharding import Shard
 
@@ -160,13 +161,16 @@ def plan_run(
     shard: Shard | None = None,
     overrides: RunOverrides | None = None,
     check: Callable[[Validation], None] | None = None,
+    hold: contextlib.ExitStack | None = None,
 ) -> PlannedRun:
     """Validate the manifest and make the run's store hold its items (a shard: its share).
 
     ``check`` adds problems only a gateway can show (model families, from its catalog) to the pass.
     Raises ManifestInvalid (every problem, with file, line and field) or UserError (another
     manifest's run) before anything is written. The manifest is opened once and streamed twice
-    (validate, then plan); no list of items is built.
+    (validate, then plan); no list of items is built. Raises RunBusy when another process is
+    executing (or merging) the same store; with ``hold`` given, its lock stays held until the
+    caller closes ``hold`` (`relaybatch run` keeps it from planning to export).
     """
     overrides = overrides or RunOverrides()
     manifest = open_manifest(manifest_path)
@@ -179,22 +183,25 @@ def plan_run(
     resolved, digest = str(manifest_path.resolve()), manifest_sha256(manifest_path)
     check_identity(run, Path(resolved), digest)
     items = manifest.iter_items()
-    if shard is None:
-        fold_shards(run)  # shards are views of this run: what they settled is settled here
-        others = None
-        paths = run
-    else:
-        paths = shard.paths(run)
-        items = (item for item in items if shard.contains(item.key))
-        others = OtherStores([path for path in store_paths(run) if path != paths.checkpoint])
-    try:
-        with CheckpointStore(paths.checkpoint) as store:
-            store.save_run(name, stored_settings(manifest, shard, overrides))
-            store.record_manifest(resolved, digest)
-            counts = store.plan_items(items, skip=others.settled if others else None)
-    finally:
-        if others is not None:
-            others.close()
+    paths = shard.paths(run) if shard else run
+    with contextlib.ExitStack() as planning:
+        # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
+        # outlives planning, so nothing can take it between this plan and the execution after it.
+        (hold or planning).enter_context(executing(paths))
+        if shard is None:
+            fold_shards(run)  # shards are views of this run: what they settled is settled here
+            others = None
+        else:
+            items = (item for item in items if shard.contains(item.key))
+            others = OtherStores([path for path in store_paths(run) if path != paths.checkpoint])
+        try:
+            with CheckpointStore(paths.checkpoint) as store:
+                store.save_run(name, stored_settings(manifest, shard, overrides))
+                store.record_manifest(resolved, digest)
+                counts = store.plan_items(items, skip=others.settled if others else None)
+        finally:
+            if others is not None:
+                others.close()
     label = f"{name} shard {shard}" if shard else name
     return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
 

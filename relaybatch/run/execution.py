@@ -34,6 +34,7 @@ from relaybatch.run.assemble import (
     refused_before_sending,
     result_of,
 )
+from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
 from relaybatch.run.stopping import GRACE_SECONDS, stop_on_signals
@@ -90,52 +91,56 @@ async def execute_run(
     from relaybatch.telemetry import open_telemetry
 
     stop = asyncio.Event()
-    try:
-        async with open_run(
-            paths, base_url=base_url, shared_limit=shared_limit, cancel_remote_on_stop=cancel_remote_on_stop
-        ) as run:
-            _RUNNING[paths.checkpoint] = run.bucket
-            settings = Settings()
-            telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
-            try:
-                # A live table for a person at a terminal; a line every few seconds in logs and CI.
-                progress: ProgressReporter = progress_for(sys.stderr, settings.progress_every_seconds)
-                if telemetry is not None:  # spans around each billed request, gauges from progress
-                    run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
-                    progress = telemetry.watch_progress(progress)
-                work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
-                with stop_on_signals(stop, work) as signalled:
-                    try:
-                        summary = await asyncio.shield(work)
-                    except asyncio.CancelledError:
-                        if signalled.forced:
-                            # Stopped at once (a second signal, or the grace period ran out): what
-                            # was in flight stays `sending` and is reported uncertain on resume.
-                            return ExecuteResult(
-                                run.store.count_by_state(),
-                                STOPPED_AT_ONCE,
-                                None,
-                                interrupted=signalled.signal,
-                            )
-                        # Cancelled from outside: stop submitting, let the requests in flight
-                        # finish and be checkpointed (bounded), then let the cancellation go on.
-                        stop.set()
-                        with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
-                            await asyncio.wait_for(asyncio.shield(work), GRACE_SECONDS)
-                        work.cancel()
-                        raise
-            finally:
-                _RUNNING.pop(paths.checkpoint, None)
-                if telemetry is not None:
-                    telemetry.close()
-        return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
-    except UserError as error:
-        return refused_before_sending(paths, error)
+    with executing(paths):  # one execution per store at a time (run/locking.py)
+        try:
+            async with open_run(
+                paths,
+                base_url=base_url,
+                shared_limit=shared_limit,
+                cancel_remote_on_stop=cancel_remote_on_stop,
+            ) as run:
+                _RUNNING[paths.checkpoint] = run.bucket
+                settings = Settings()
+                telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
+                try:
+                    # A live table for a person at a terminal; a line every few seconds in logs and CI.
+                    progress: ProgressReporter = progress_for(sys.stderr, settings.progress_every_seconds)
+                    if telemetry is not None:  # spans around each billed request, gauges from progress
+                        run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
+                        progress = telemetry.watch_progress(progress)
+                    work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
+                    with stop_on_signals(stop, work) as signalled:
+                        try:
+                            summary = await asyncio.shield(work)
+                        except asyncio.CancelledError:
+                            if signalled.forced:
+                                # Stopped at once (a second signal, or the grace period ran out): what
+                                # was in flight stays `sending` and is reported uncertain on resume.
+                                return ExecuteResult(
+                                    run.store.count_by_state(),
+                                    STOPPED_AT_ONCE,
+                                    None,
+                                    interrupted=signalled.signal,
+                                )
+                            # Cancelled from outside: stop submitting, let the requests in flight
+                            # finish and be checkpointed (bounded), then let the cancellation go on.
+                            stop.set()
+                            with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
+                                await asyncio.wait_for(asyncio.shield(work), GRACE_SECONDS)
+                            work.cancel()
+                            raise
+                finally:
+                    _RUNNING.pop(paths.checkpoint, None)
+                    if telemetry is not None:
+                        telemetry.close()
+            return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
+        except UserError as error:
+            return refused_before_sending(paths, error)
 
 
 def export_run_results(paths: RunPaths) -> list[Path]:
     """Rebuild the results Parquet files from the checkpoint store."""
-    with CheckpointStore(paths.checkpoint) as store:
+    with executing(paths), CheckpointStore(paths.checkpoint) as store:
         return export_results(store, paths.results)
 
 
@@ -148,11 +153,13 @@ async def run_locally(
 ) -> RunOutcome:
     """Run (or resume) a manifest in this process, with no Prefect at all."""
     started = time.monotonic()
-    planned = planned or plan_run(manifest, runs_dir, shard)
-    planned_at = time.monotonic()
-    result = await execute_run(planned.paths, base_url)
-    executed = time.monotonic()
-    results = export_run_results(planned.paths)
+    with contextlib.ExitStack() as hold:  # the store's lock, from planning to export
+        planned = planned or plan_run(manifest, runs_dir, shard, hold=hold)
+        hold.enter_context(executing(planned.paths))
+        planned_at = time.monotonic()
+        result = await execute_run(planned.paths, base_url)
+        executed = time.monotonic()
+        results = export_run_results(planned.paths)
     return RunOutcome(
         run_dir=planned.paths.root,
         added=planned.added,

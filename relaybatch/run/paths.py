@@ -6,6 +6,7 @@
     <runs>/<name>/results/<job>.parquet
     <runs>/<name>/media/              files the gateway returned (images, videos, audio)
     <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
+    <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
 
 Every other module asks ``RunPaths`` for these names instead of spelling them.
 """
@@ -23,6 +24,7 @@ LEDGER_NAME = "ledger.parquet"
 RESULTS_NAME = "results"
 MEDIA_NAME = "media"
 SHARDS_NAME = "shards"
+LOCK_NAME = "execution.lock"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,10 @@ class RunPaths:
     @property
     def shards(self) -> Path:
         return self.root / SHARDS_NAME
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_NAME
 
     def require_existing(self) -> RunPaths:
         if not self.checkpoint.exists():

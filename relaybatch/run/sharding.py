@@ -9,7 +9,8 @@ written by two processes, only the folder that holds them is shared.
 Shards are views of one run: planning a shard skips every item that the run's own store or any
 other shard's store (of any split) has settled (done, in flight, uncertain), so a shard never
 resends work; ``merge`` (and an unsharded run of the same manifest) folds the shard stores into
-the run's store, so status, export, report and the dashboard see one run.
+the run's store, so status, export, report and the dashboard see one run. ``merge`` is refused
+while the run or any of the shards it folds is executing (relaybatch/run/locking.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relaybatch.errors import UserError
+from relaybatch.run.locking import merging
 from relaybatch.run.paths import RunPaths
 
 _SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -92,7 +94,9 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
     else:
         shard_count_on_disk_or_any(run)
         folders = [RunPaths(folder) for folder in sorted(run.shards.glob("*-of-*")) if folder.is_dir()]
-    with CheckpointStore(run.checkpoint) as store:
+    # Refused while the run or one of these shards is executing (run/locking.py): the merge would
+    # race the run's own writes, or fold a shard in half-done.
+    with merging(run, folders), CheckpointStore(run.checkpoint) as store:
         for folder in folders:
             if folder.checkpoint.exists():
                 store.absorb(folder.checkpoint)

@@ -12,6 +12,7 @@ from rich.text import Text
 from relaybatch.console import table as folding_table
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.run.locking import holder_of
 from relaybatch.run.paths import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
@@ -55,11 +56,15 @@ def items_table(store: CheckpointStore, state: str, limit: int | None) -> Table 
 
 
 def last_execution_line(store: CheckpointStore) -> str:
-    """How the last execution ended: finished, stopped early and why, or died (no end recorded)."""
+    """How the last execution ended: finished, stopped early and why, or died (no end recorded);
+    or that one is executing now (it holds the store's lock: relaybatch/run/locking.py)."""
     last = store.last_execution()
     if last["started_at"] is None:
         reason = last["stop_reason"]
         return "no execution recorded yet" if reason is None else f"last execution stopped early: {reason}"
+    holder = holder_of(store.path.parent)
+    if holder is not None:
+        return f"executing now: {holder.describe()}"
     if last["ended_at"] is None:
         return (
             f"last execution, started {last['started_at']}, did not finish: its process died or was "

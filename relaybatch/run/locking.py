@@ -1,0 +1,214 @@
+"""One writer per store: an execution (or a merge) holds its folder's lock while it works.
+
+A checkpoint store is written by one execution at a time: two executions of the same store would
+both read the same pending items and send them twice, and a ``merge`` folding shard stores into a
+run that an unsharded execution is working on would race it. So each of them holds an OS file lock
+(``flock``) on ``execution.lock`` in the folder of the store it writes (the run's folder, or a
+shard's), and whoever comes second is refused at once with a message naming the holder: its pid,
+host, command and start time, and what to do. The lock belongs to the open file, so the OS drops
+it when the holder exits in any way, SIGKILL included: there is never a stale lock to clean up. The
+file itself stays (deleting a lock file races with the next opener); its content describes the last
+holder and means something only while the lock is held. ``flock`` works on local disks and on NFS
+(Linux maps it onto NFS byte-range locks), where shard folders of several machines may live.
+
+Within one process the lock is re-entrant: `relaybatch run` holds it from planning to export, and
+the steps inside (``plan_run``, ``execute_run``, the export) take it again without waiting on
+themselves. Not ``filelock``: it truncates the lock file on every attempt, which would erase the
+holder's description that the refusal quotes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shlex
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from relaybatch.errors import UserError
+from relaybatch.run.paths import SHARDS_NAME, RunPaths
+
+# A look at the lock lasts microseconds; a real holder keeps it for the whole execution.
+LOOK_TRIES = 5
+LOOK_PAUSE_SECONDS = 0.02
+
+# Locks this process holds: folder -> (open lock file, how many holds are nested).
+_HELD: dict[Path, tuple[int, int]] = {}
+_GUARD = threading.Lock()
+
+
+class RunBusy(UserError):
+    """Another process is executing (or merging) the store this one wants to write."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a folder's lock, as its holder wrote it."""
+
+    activity: str
+    pid: int | None
+    host: str
+    command: str
+    since: str
+
+    def describe(self) -> str:
+        where = f"pid {self.pid}" + (f" on {self.host}" if self.host != socket.gethostname() else "")
+        started = f", since {self.since}" if self.since else ""
+        command = f" (`{self.command}`)" if self.command else ""
+        return f"{self.activity}: {where}{started}{command}"
+
+
+def lock_path(folder: Path) -> Path:
+    return RunPaths(folder).lock
+
+
+def holder_of(folder: Path) -> Holder | None:
+    """Who holds the folder's lock now; None when nobody does (or the folder has no lock file)."""
+    path = lock_path(folder)
+    if folder.resolve() in _HELD:
+        return _read_holder(path)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        # A shared lock conflicts only with a holder's exclusive one; an execution starting at this
+        # very moment finds it taken and tries again (_acquire), so looking never refuses anyone.
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(path)
+        return None
+    finally:
+        os.close(descriptor)  # releases the shared lock
+
+
+@contextlib.contextmanager
+def holding(folder: Path, activity: str, advice: str) -> Iterator[None]:
+    """Hold ``folder``'s lock while the block runs, or raise ``RunBusy`` at once.
+
+    ``activity`` is what this process does (written for whoever is refused, e.g. "executing run
+    'big'"); ``advice`` ends the refusal this process gets when another holds the lock.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder.resolve()
+    with _GUARD:
+        if key in _HELD:  # nested in this process: the lock is already ours
+            descriptor, depth = _HELD[key]
+            _HELD[key] = (descriptor, depth + 1)
+        else:
+            _HELD[key] = (_acquire(folder, activity, advice), 1)
+    try:
+        yield
+    finally:
+        with _GUARD:
+            descriptor, depth = _HELD[key]
+            if depth > 1:
+                _HELD[key] = (descriptor, depth - 1)
+            else:
+                del _HELD[key]
+                os.close(descriptor)  # closing the only descriptor releases the lock
+
+
+def _acquire(folder: Path, activity: str, advice: str) -> int:
+    path = lock_path(folder)
+    # No O_TRUNC: the holder's description must survive a refused attempt to read it.
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        _lock_or_raise(descriptor)
+    except BlockingIOError:
+        os.close(descriptor)
+        holder = _read_holder(path)
+        who = holder.describe() if holder else "another process (it has not said which yet)"
+        raise RunBusy(f"{folder} is in use by {who}. {advice}") from None
+    except BaseException:
+        os.close(descriptor)
+        raise
+    _describe_self(descriptor, activity)
+    return descriptor
+
+
+def _lock_or_raise(descriptor: int) -> None:
+    """The exclusive lock, or BlockingIOError when a holder keeps it. A few quick tries: someone
+    only looking (``holder_of``, e.g. `relaybatch status`) holds a shared lock for an instant."""
+    for _ in range(LOOK_TRIES - 1):
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(LOOK_PAUSE_SECONDS)
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _describe_self(descriptor: int, activity: str) -> None:
+    record = {
+        "activity": activity,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "",
+        "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, (json.dumps(record) + "\n").encode(), 0)
+
+
+def _read_holder(path: Path) -> Holder | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    pid = record.get("pid")
+    return Holder(
+        activity=str(record.get("activity") or "another process"),
+        pid=pid if isinstance(pid, int) else None,
+        host=str(record.get("host") or ""),
+        command=str(record.get("command") or ""),
+        since=str(record.get("since") or ""),
+    )
+
+
+# What the one refused is told to do, per what it tried.
+RUN_ADVICE = (
+    "Two executions of one store would send the same items twice: wait for that one to finish, or "
+    "stop it (Ctrl-C where it runs, or SIGTERM: it stops cleanly and resumably), then run this "
+    "command again."
+)
+MERGE_ADVICE = (
+    "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
+    "resumably), then run this command again."
+)
+
+
+def what_runs_in(paths: RunPaths) -> str:
+    """``run 'big'`` or ``shard 1/2 of run 'big'``, from a run's or a shard's folder."""
+    shard = re.fullmatch(r"(\d+)-of-(\d+)", paths.root.name)
+    if shard and paths.root.parent.name == SHARDS_NAME:
+        return f"shard {shard[1]}/{shard[2]} of run '{paths.root.parent.parent.name}'"
+    return f"run '{paths.name}'"
+
+
+def executing(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
+    """The lock an execution of the store at ``paths`` (a run's or a shard's) holds."""
+    return holding(paths.root, f"executing {what_runs_in(paths)}", RUN_ADVICE)
+
+
+@contextlib.contextmanager
+def merging(run: RunPaths, shards: list[RunPaths]) -> Iterator[None]:
+    """The run's lock (merge writes its store) and each shard's (a shard still executing would
+    be merged half-done), all held while the merge runs."""
+    activity = f"merging the shards of run '{run.name}'"
+    with contextlib.ExitStack() as held:
+        for paths in [run, *shards]:
+            held.enter_context(holding(paths.root, activity, MERGE_ADVICE))
+        yield

@@ -1,0 +1,213 @@
+"""One writer per store (relaybatch/run/locking.py): a second execution of the same run or shard,
+and a merge while the run or a shard executes, are refused with the holder named; the OS frees the
+lock when the holder dies, SIGKILL included.
+
+The lock tests hold it from a helper process; the end-to-end tests run the real `relaybatch run`
+against the embedded emulator with two seconds of latency on every call, so it is mid-execution
+when the second command comes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from relaybatch.run import RunBusy, RunPaths, executing, holder_of
+from relaybatch.run.locking import holding
+from tests.flows.test_graceful_cancel import RELAYBATCH, _counts, _env, _slow_emulator
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from relaybatch.run.locking import holding
+    with holding(Path(sys.argv[1]), "executing run 'held'", "wait"):
+        print("held", flush=True)
+        sys.stdin.read()  # until the test closes stdin, or kills this process
+    """
+)
+
+
+class HelperHolder:
+    """Another process holding ``folder``'s lock until stopped."""
+
+    def __init__(self, folder: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # returns once the lock is held (or the helper died)
+        assert line.strip() == "held", self.process.communicate()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.communicate()
+
+
+@pytest.fixture
+def held(tmp_path: Path) -> Iterator[HelperHolder]:
+    helper = HelperHolder(tmp_path / "run")
+    try:
+        yield helper
+    finally:
+        helper.kill()
+
+
+def test_a_second_holder_is_refused_naming_the_first_until_a_sigkill_frees_it(
+    held: HelperHolder, tmp_path: Path
+) -> None:
+    folder = tmp_path / "run"
+    with pytest.raises(RunBusy) as refused, holding(folder, "executing run 'second'", "Wait for it."):
+        pass
+    message = str(refused.value)
+    assert f"executing run 'held': pid {held.process.pid}" in message
+    assert message.endswith("Wait for it.")
+    holder = holder_of(folder)
+    assert holder is not None and holder.pid == held.process.pid and holder.activity == "executing run 'held'"
+
+    held.kill()  # no clean-up code runs: the OS drops the lock with the process
+    assert holder_of(folder) is None
+    with executing(RunPaths(folder)):
+        holder = holder_of(folder)
+        assert holder is not None and holder.pid == os.getpid() and holder.activity == "executing run 'run'"
+    assert holder_of(folder) is None
+
+
+def test_nested_holds_in_one_process_share_the_lock_and_the_last_one_out_frees_it(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path / "run")
+    with executing(paths), executing(paths):  # `relaybatch run` holds it around plan, execute, export
+        pass
+    with executing(paths):
+        pass
+    HelperHolder(paths.root).kill()  # another process gets it: nothing of this process holds it
+
+
+def test_looking_at_the_lock_takes_nothing_from_anyone(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path / "run")
+    assert holder_of(paths.root) is None  # no lock file yet
+    with executing(paths):
+        pass
+    assert holder_of(paths.root) is None  # the file stays; nobody holds it
+    assert (paths.root / "execution.lock").exists()
+
+
+def test_a_shard_is_described_as_a_shard(held: HelperHolder, tmp_path: Path) -> None:
+    shard = RunPaths(tmp_path / "big" / "shards" / "2-of-3")
+    with executing(shard):
+        holder = holder_of(shard.root)
+        assert holder is not None and holder.activity == "executing shard 2/3 of run 'big'"
+
+
+# -- the real commands ---------------------------------------------------------------------------
+
+
+class SlowRun:
+    """`relaybatch run` (or a shard of it) in its own process group, mid-execution on a slow emulator."""
+
+    def __init__(self, manifest: Path, runs: Path, emulator: Path, *extra: str) -> None:
+        self.command = [RELAYBATCH, "run", str(manifest), "--runs-dir", str(runs), *extra]
+        self.process = subprocess.Popen(
+            self.command,
+            env=_env(emulator),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def wait_until_sending(self, checkpoint: Path) -> None:
+        """Until the store shows requests in flight (the emulator holds each for two seconds)."""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if _counts(checkpoint).get("sending", 0) > 0:
+                return
+            assert self.process.poll() is None, self.process.communicate()
+            time.sleep(0.2)
+        raise AssertionError(f"the run did not start sending: {_counts(checkpoint)}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.communicate()
+
+
+def _relaybatch(*arguments: str, emulator: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RELAYBATCH, *arguments], env=_env(emulator), capture_output=True, text=True, timeout=300
+    )
+
+
+def _write_manifest(path: Path, rows: int) -> Path:
+    path.write_text(
+        "id,model,prompt\n" + "".join(f"q{n},relay-chat-small,Say {n}\n" for n in range(rows)),
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.slow
+def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_after_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    fast, slow = _slow_emulator(tmp_path, 0), _slow_emulator(tmp_path, 2.0)
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 4)
+    for shard in ("1/2", "2/2"):
+        done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", shard, emulator=fast)
+        assert done.returncode == 0, done.stderr
+    _write_manifest(manifest, 400)  # the same run, edited: the unsharded execution has work to do
+    run = SlowRun(manifest, runs, slow)
+    try:
+        run.wait_until_sending(runs / "many" / "checkpoint.sqlite")
+        holder = f"executing run 'many': pid {run.process.pid}"
+
+        merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+        assert merged.returncode == 1
+        assert holder in merged.stderr and "Merge once it has finished" in merged.stderr
+        assert "Traceback" not in merged.stderr
+
+        second = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
+        assert second.returncode == 1
+        assert holder in second.stderr and "send the same items twice" in second.stderr
+        assert "Traceback" not in second.stderr
+
+        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow)
+        assert f"executing now: {holder}" in status.stdout
+    finally:
+        run.kill()
+
+    assert holder_of(runs / "many") is None  # the OS released it with the killed process
+    merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=fast)
+    assert merged.returncode == 0, merged.stderr
+    status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=fast)
+    assert "did not finish: its process died or was killed" in status.stdout
+
+
+@pytest.mark.slow
+def test_the_same_shard_twice_is_refused_and_merge_waits_for_the_shard(tmp_path: Path) -> None:
+    slow = _slow_emulator(tmp_path, 2.0)
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 400)
+    shard = SlowRun(manifest, runs, slow, "--shard", "1/2")
+    try:
+        shard.wait_until_sending(runs / "many" / "shards" / "1-of-2" / "checkpoint.sqlite")
+        holder = f"executing shard 1/2 of run 'many': pid {shard.process.pid}"
+
+        again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", "1/2", emulator=slow)
+        assert again.returncode == 1 and holder in again.stderr, again.stderr
+
+        merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+        assert merged.returncode == 1 and holder in merged.stderr, merged.stderr
+        assert not (runs / "many" / "checkpoint.sqlite").exists()  # nothing merged half-done
+    finally:
+        shard.kill()
+    merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+    assert merged.returncode == 0, merged.stderr
