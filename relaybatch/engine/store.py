@@ -8,11 +8,15 @@ the changes that happen in the same moment, and waits for the commit before acti
 Tables: ``runs`` (one row per run: its settings and why it last stopped), ``items`` (state,
 attempts, remote id, last error, timestamps, not-before time, result, cost columns that the
 costs package fills), ``price_snapshots`` (the prices a run used) and ``events`` (append-only
-log of every transition).
+log of every transition). The plan's fingerprint (relaybatch/run/fingerprint.py says what it
+means): ``runs.plan_summary``, ``plan_inputs`` (every file the plan read, its size and sha256)
+and ``plan_rows`` (64-bit digests of every planned row's request key and item id, with its line),
+written in the transaction that plans the items and forgotten by any other write of items.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
@@ -56,6 +60,8 @@ __all__ = [
     "DONE",
     "FAILED",
     "PENDING",
+    "PLANNED_ID",
+    "PLANNED_KEY",
     "POLLING",
     "SENDING",
     "SUBMITTED",
@@ -66,6 +72,7 @@ __all__ = [
     "CheckpointStore",
     "IllegalTransition",
     "PlanCounts",
+    "PlanRecord",
     "Row",
 ]
 
@@ -88,7 +95,15 @@ _CHANGEABLE = frozenset(
 )
 # Which manifest the run belongs to (identity), and when its last execution started and ended
 # (started without an end: the process died).
-_RUN_COLUMNS_ADDED = ("manifest_path", "manifest_sha256", "execution_started_at", "execution_ended_at")
+_RUN_COLUMNS_ADDED = (
+    "manifest_path",
+    "manifest_sha256",
+    "execution_started_at",
+    "execution_ended_at",
+    "plan_summary",
+)
+# plan_rows.kind: what a digest is of.
+PLANNED_KEY, PLANNED_ID = 0, 1
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
@@ -109,6 +124,20 @@ class PlanCounts:
     added: int
     superseded: int
     restored: int
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """A plan's fingerprint, written in the transaction that plans its items.
+
+    ``complete``: the plan covered the whole manifest (the record replaces the last one, and items
+    it no longer produces are superseded); else it added rows appended since (the record grows).
+    ``seen``: (PLANNED_KEY or PLANNED_ID, a duplicate finder's table file) whose rows to keep."""
+
+    summary: dict[str, Any]
+    inputs: Iterable[Sequence[Any]]  # (path, role, size, sha256, detail JSON)
+    seen: Sequence[tuple[int, Path]] = ()
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -204,6 +233,14 @@ class CheckpointStore:
             pk="id",
             if_not_exists=True,
         )
+        self.db.execute(
+            "create table if not exists plan_inputs "
+            "(path text primary key, role text, size integer, sha256 text, detail text)"
+        )
+        self.db.execute(
+            "create table if not exists plan_rows (kind integer, digest integer, job integer, "
+            "line integer, primary key (kind, digest)) without rowid"
+        )
 
     @classmethod
     def open_read_only(cls, path: Path) -> CheckpointStore:
@@ -264,9 +301,9 @@ class CheckpointStore:
         started, ended, reason = row if row else (None, None, None)
         return {"started_at": started, "ended_at": ended, "stop_reason": reason}
 
-    def _update_run(self, values: dict[str, Any]) -> None:
+    def _update_run(self, values: dict[str, Any], in_transaction: bool = False) -> None:
         assignments = ", ".join(f"{name} = ?" for name in values)
-        with transaction(self.db.conn):
+        with contextlib.nullcontext() if in_transaction else transaction(self.db.conn):
             if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
                 self.db.execute(
                     "insert into runs (name, created_at, updated_at) values (?, ?, ?)",
@@ -292,10 +329,14 @@ class CheckpointStore:
         arrays: one ``insert ... select from json_each(?)`` per chunk instead of one statement per
         item (see ``apply``)."""
         with transaction(self.db.conn):
+            self._forget_plan()
             return sum(self._insert_chunk(chunk) for chunk in _chunks(items, ADD_CHUNK_ROWS))
 
     def plan_items(
-        self, items: Iterable[Item], skip: Callable[[Sequence[str]], set[str]] | None = None
+        self,
+        items: Iterable[Item],
+        skip: Callable[[Sequence[str]], set[str]] | None = None,
+        record: Callable[[], PlanRecord] | None = None,
     ) -> PlanCounts:
         """Make the store hold exactly ``items``, the current manifest's: new ones are added as
         pending; items the manifest no longer produces become ``superseded`` (kept, never exported;
@@ -303,33 +344,105 @@ class CheckpointStore:
         (``done`` when they have a result, else ``pending``). One transaction; memory stays flat
         (the current keys go to a temporary table, not a Python set). ``skip`` names, per chunk of
         keys, items that belong to the manifest but must not be added here (a shard skips what
-        another store of the run has settled)."""
-        with transaction(self.db.conn):
-            self.db.execute("create temp table if not exists current_keys (key text primary key)")
-            self.db.execute("delete from current_keys")
-            added = 0
-            for chunk in _chunks(items, ADD_CHUNK_ROWS):
-                skipped = skip([item.key for item in chunk]) if skip else set()
-                added += self._insert_chunk([item for item in chunk if item.key not in skipped])
-                self.db.conn.executemany(
-                    "insert or ignore into current_keys (key) values (?)", [[item.key] for item in chunk]
+        another store of the run has settled).
+
+        ``record``, called once the items are in, gives the plan's fingerprint, kept in the same
+        transaction; when it is not ``complete``, ``items`` are only the rows appended to the
+        planned manifest and nothing is superseded. Without it, a recorded fingerprint is
+        forgotten (these items are not what it describes)."""
+        attached: list[str] = []
+        try:
+            with transaction(self.db.conn):
+                self.db.execute("create temp table if not exists current_keys (key text primary key)")
+                self.db.execute("delete from current_keys")
+                added = 0
+                for chunk in _chunks(items, ADD_CHUNK_ROWS):
+                    skipped = skip([item.key for item in chunk]) if skip else set()
+                    added += self._insert_chunk([item for item in chunk if item.key not in skipped])
+                    self.db.conn.executemany(
+                        "insert or ignore into current_keys (key) values (?)", [[item.key] for item in chunk]
+                    )
+                fingerprint = record() if record is not None else None
+                if fingerprint is None:
+                    self._forget_plan()
+                else:
+                    attached = self._write_plan_record(fingerprint)
+                stamp = now_text()
+                superseded = 0
+                if fingerprint is None or fingerprint.complete:
+                    superseded = self._move_matching(
+                        f"state in ({', '.join(repr(state) for state in sorted(SUPERSEDABLE_STATES))}) "
+                        "and key not in (select key from current_keys)",
+                        lambda _: Change("", SUPERSEDED, {}, "the manifest no longer produces this item"),
+                        stamp,
+                    )
+                restored = self._move_matching(
+                    f"state = '{SUPERSEDED}' and key in (select key from current_keys)",
+                    lambda has_result: Change(
+                        "", DONE if has_result else PENDING, {}, "the manifest produces this item again"
+                    ),
+                    stamp,
                 )
-            stamp = now_text()
-            superseded = self._move_matching(
-                f"state in ({', '.join(repr(state) for state in sorted(SUPERSEDABLE_STATES))}) "
-                "and key not in (select key from current_keys)",
-                lambda _: Change("", SUPERSEDED, {}, "the manifest no longer produces this item"),
-                stamp,
-            )
-            restored = self._move_matching(
-                f"state = '{SUPERSEDED}' and key in (select key from current_keys)",
-                lambda has_result: Change(
-                    "", DONE if has_result else PENDING, {}, "the manifest produces this item again"
-                ),
-                stamp,
-            )
-            self.db.execute("delete from current_keys")
+                self.db.execute("delete from current_keys")
+        finally:
+            for name in attached:
+                self.db.execute(f"detach database {name}")
         return PlanCounts(added, superseded, restored)
+
+    # -- the plan's fingerprint (what it means: relaybatch/run/fingerprint.py) ---------------
+
+    def _write_plan_record(self, record: PlanRecord) -> list[str]:
+        """Inside the plan's transaction; returns the databases attached (detached after it)."""
+        if record.complete:
+            self.db.execute("delete from plan_inputs")
+            self.db.execute("delete from plan_rows")
+        self.db.conn.executemany(
+            "insert or replace into plan_inputs (path, role, size, sha256, detail) values (?, ?, ?, ?, ?)",
+            record.inputs,
+        )
+        attached = []
+        for index, (kind, path) in enumerate(record.seen):
+            name = f"seen{index}"
+            self.db.execute(f"attach database ? as {name}", [str(path)])
+            attached.append(name)
+            self.db.execute(
+                "insert or replace into plan_rows (kind, digest, job, line) "
+                f"select ?, digest, job, line from {name}.seen",
+                [kind],
+            )
+        self._update_run({"plan_summary": json.dumps(record.summary, sort_keys=True)}, in_transaction=True)
+        return attached
+
+    def _forget_plan(self) -> None:
+        """Inside a transaction that writes items outside a recorded plan: the next plan is whole."""
+        if self.db.execute("select plan_summary from runs where plan_summary is not null").fetchone():
+            self.db.execute("update runs set plan_summary = null")
+            self.db.execute("delete from plan_inputs")
+            self.db.execute("delete from plan_rows")
+
+    def plan_summary(self) -> dict[str, Any] | None:
+        """What the last recorded plan learnt (None: no plan recorded, or a store from before)."""
+        try:
+            row = self.db.execute("select plan_summary from runs order by rowid limit 1").fetchone()
+        except sqlite3.OperationalError:  # a read-only view of a store from before the column
+            return None
+        return json.loads(row[0]) if row and row[0] else None
+
+    def plan_inputs(self) -> Iterator[tuple[str, str, int, str, dict[str, Any]]]:
+        """(path, role, size, sha256, detail) of every file the recorded plan read."""
+        for path, role, size, sha256, detail in self.db.execute(
+            "select path, role, size, sha256, detail from plan_inputs order by path"
+        ):
+            yield path, role, size, sha256, json.loads(detail) if detail else {}
+
+    def planned_rows(self, kind: int, digests: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Of ``digests`` (PLANNED_KEY or PLANNED_ID), those the recorded plan holds: (job, line)."""
+        sql = (
+            "select digest, job, line from plan_rows "
+            "where kind = ? and digest in (select value from json_each(?))"
+        )
+        rows = self.db.execute(sql, [kind, json.dumps(digests)])
+        return {digest: (job, line) for digest, job, line in rows}
 
     def settled_keys(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` whose work is done, paid for or possibly paid for here (done, in
@@ -358,6 +471,8 @@ class CheckpointStore:
                     f"where items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}'"
                 )
                 taken = int(cursor.rowcount)
+                if taken:
+                    self._forget_plan()  # rows a shard planned, perhaps from another manifest version
                 if self.manifest() is None:
                     row = self.db.execute(
                         "select name, settings, manifest_path, manifest_sha256 from other.runs limit 1"

@@ -112,4 +112,5 @@ def batch_job(path: Path) -> JobSource:
         file=file,
         rows=lambda: iter_rows(path),
         to_item=lambda row: _line_to_item(row, job=job, file=file),
+        rows_from=lambda start: iter_rows(path, start),
     )

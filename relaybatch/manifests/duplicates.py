@@ -10,12 +10,16 @@ Keys arrive in batches (`BATCH_ROWS`) inserted with one statement. When every ke
 
 Two different keys sharing their first 64 bits would be reported as duplicates; across a million
 rows the chance is about 3 in 100 million.
+
+A plan keeps the table (``path``): when rows are appended to a data file later, only the new rows
+are validated, and ``earlier`` finds which of their keys the rows planned before already hold.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -46,12 +50,33 @@ def digest(key: str) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-class DuplicateFinder:
-    """Collects (hex key, where) pairs and reports every key that repeats, a batch at a time."""
+# Digests already seen before this finder started (rows planned earlier), with where each was.
+Earlier = Callable[[list[int]], dict[int, Where]]
 
-    def __init__(self) -> None:
-        self._folder = tempfile.TemporaryDirectory(prefix="relaybatch-dups-")
-        self._db = sqlite3.connect(Path(self._folder.name) / "seen.sqlite", isolation_level=None)
+
+@dataclass(frozen=True)
+class EarlierRows:
+    """Lookups of the rows a plan already holds: by request key digest, and by item id digest."""
+
+    keys: Earlier
+    ids: Earlier
+
+
+class DuplicateFinder:
+    """Collects (hex key, where) pairs and reports every key that repeats, a batch at a time.
+
+    ``path``: keep the table in that file (created afresh) instead of a temporary one. ``earlier``:
+    digests seen before this finder started, looked up a batch at a time; a key found there is a
+    repeat of that earlier row."""
+
+    def __init__(self, path: Path | None = None, earlier: Earlier | None = None) -> None:
+        self._folder = None if path is not None else tempfile.TemporaryDirectory(prefix="relaybatch-dups-")
+        if path is None:
+            assert self._folder is not None
+            path = Path(self._folder.name) / "seen.sqlite"
+        path.unlink(missing_ok=True)
+        self._earlier = earlier
+        self._db = sqlite3.connect(path, isolation_level=None)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{_CACHE_KIB}"):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute(
@@ -72,6 +97,9 @@ class DuplicateFinder:
         pending, self._pending = self._pending, []
         if not pending:
             return []
+        found = self._earlier([value for value, _, _ in pending]) if self._earlier else {}
+        repeats = [Repeat(label, where, found[value]) for value, where, label in pending if value in found]
+        pending = [entry for entry in pending if entry[0] not in found]
         db = self._db
         before = db.total_changes
         db.execute("BEGIN")
@@ -79,19 +107,18 @@ class DuplicateFinder:
         rows = sorted((value, *where) for value, where, _ in pending)
         db.executemany("INSERT OR IGNORE INTO seen VALUES (?, ?, ?, ?)", rows)
         db.execute("COMMIT")
-        if db.total_changes - before == len(pending):
-            return []
-        repeats = []
-        for value, where, label in pending:
-            found = db.execute("SELECT job, number, line FROM seen WHERE digest = ?", (value,)).fetchone()
-            first = Where(*found)
-            if (first.job, first.number) != (where.job, where.number):
-                repeats.append(Repeat(label, where, first))
-        return repeats
+        if db.total_changes - before != len(pending):
+            for value, where, label in pending:
+                row = db.execute("SELECT job, number, line FROM seen WHERE digest = ?", (value,)).fetchone()
+                first = Where(*row)
+                if (first.job, first.number) != (where.job, where.number):
+                    repeats.append(Repeat(label, where, first))
+        return sorted(repeats, key=lambda repeat: repeat.where) if found else repeats
 
     def close(self) -> None:
         self._db.close()
-        self._folder.cleanup()
+        if self._folder is not None:
+            self._folder.cleanup()
 
     def __enter__(self) -> DuplicateFinder:
         return self

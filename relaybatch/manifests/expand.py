@@ -12,7 +12,7 @@ from relaybatch.manifests.converters import take_via
 from relaybatch.manifests.items import Item, Kind, canonical_json
 from relaybatch.manifests.limits import MAX_REQUEST_BYTES, megabytes
 from relaybatch.manifests.problems import Problem
-from relaybatch.manifests.sources import BadRow, Row
+from relaybatch.manifests.sources import BadRow, Row, RowsFrom
 
 # Request fields that a row's prompt or image fills: a problem with those inputs explains them.
 _INPUT_FIELDS = {"messages", "input", "contents", "prompt", "state", "q", "url"}
@@ -40,17 +40,30 @@ class JobSource:
     model_where: tuple[str, int] | None = None
     rows_readable: bool = True  # False when the up-front problems leave no rows to read (no data file)
     empty: Problem | None = None  # what to report when the job gives no item and no other problem
+    # The rows of a CSV or JSONL data file from a point on (those appended since a plan); None when
+    # the job's rows are inline or in a Parquet file.
+    rows_from: Callable[[RowsFrom], Iterator[Row | BadRow]] | None = None
+    # The number of the last row the latest expansion read (a plan records it: rows appended
+    # later are numbered after it).
+    last_row: int = 0
 
-    def expand(self) -> Iterator[Expanded]:
-        """Each row's item or problems, streamed; up-front problems first, then rows when readable."""
+    def expand(self, start: RowsFrom | None = None) -> Iterator[Expanded]:
+        """Each row's item or problems, streamed; up-front problems first, then rows when readable.
+
+        With ``start``, only the rows from there on (``rows_from``); the up-front checks were made
+        when the rows before it were planned, with the same manifest."""
         if self.problems:
             yield None, list(self.problems)
         if not self.rows_readable:
             return
-        for row in self.rows():
+        if start is not None and self.rows_from is None:
+            raise ValueError(f"job '{self.name}' cannot read its rows from an offset")
+        rows = self.rows() if start is None or self.rows_from is None else self.rows_from(start)
+        for row in rows:
             if isinstance(row, BadRow):
                 yield None, [Problem(self.file, row.line, None, row.message)]
             else:
+                self.last_row = row.number
                 yield self.to_item(row)
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,21 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".webp"}
 # A path is short; base64 of even a tiny image is long. Above this, never try the file system.
 _MAX_PATH_LENGTH = 1024
+
+
+# Who is told of each image file read, and its bytes (a plan keeps their size and sha256, so a
+# changed image is noticed on the next run: relaybatch/run/fingerprint.py).
+_READS: ContextVar[Callable[[Path, bytes], None] | None] = ContextVar("image_reads", default=None)
+
+
+@contextlib.contextmanager
+def noting_image_reads(note: Callable[[Path, bytes], None]) -> Iterator[None]:
+    """Call ``note(path, bytes)`` for every image file read inside the block (this context only)."""
+    token = _READS.set(note)
+    try:
+        yield
+    finally:
+        _READS.reset(token)
 
 
 class ImageInputError(ValueError):
@@ -86,6 +104,9 @@ def _from_file(path: Path, shown: str, base_dir: Path) -> InlineImage:
         raise ImageInputError(f"image file '{shown}' not found (paths are relative to {base_dir})") from None
     except OSError as error:
         raise ImageInputError(f"image file '{shown}' is unreadable ({error.strerror})") from None
+    note = _READS.get()
+    if note is not None:
+        note(path, raw)
     mime_type = sniff_mime_type(raw)
     if mime_type is None:
         raise ImageInputError(f"'{shown}' is not a PNG, JPEG, GIF or WEBP image")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,13 @@ from relaybatch.errors import UserError
 from relaybatch.manifests.batch_format import batch_job, is_batch_file
 from relaybatch.manifests.converters import Route, catalog_families, family_problems, route_of
 from relaybatch.manifests.csv_manifest import table_job
-from relaybatch.manifests.duplicates import DuplicateFinder, Repeat, Where
+from relaybatch.manifests.duplicates import DuplicateFinder, EarlierRows, Repeat, Where
 from relaybatch.manifests.expand import JobSource
 from relaybatch.manifests.items import Item
 from relaybatch.manifests.limits import MAX_INLINE_ITEMS, MAX_YAML_BYTES, megabytes
 from relaybatch.manifests.problems import ManifestInvalid, Problem
 from relaybatch.manifests.schema import JobSpec, RunSettings
+from relaybatch.manifests.sources import RowsFrom
 from relaybatch.manifests.text_files import TextFileError, decode_failure, encoding_of
 from relaybatch.manifests.yaml_jobs import YamlJob
 from relaybatch.manifests.yaml_lines import Path_, YamlLimitError, line_of, load_with_lines
@@ -95,25 +96,50 @@ class Manifest:
     def run_name(self) -> str:
         return self.settings.name or self.path.stem
 
-    def iter_items(self) -> Iterator[Item]:
-        """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first)."""
+    def iter_items(self, starts: Mapping[int, RowsFrom] | None = None) -> Iterator[Item]:
+        """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first).
+
+        With ``starts`` (job index -> where its appended rows begin), only the items of those rows."""
         if self.problems:
             raise ManifestInvalid(self.problems)
-        for job in self.jobs:
-            for item, problems in job.expand():
+        for index, job in enumerate(self.jobs):
+            if starts is not None and index not in starts:
+                continue
+            for item, problems in job.expand(starts[index] if starts is not None else None):
                 if problems:
                     raise ManifestInvalid(problems)
                 assert item is not None
                 yield item
 
-    def validate(self, max_problems: int = MAX_PROBLEMS) -> Validation:
-        """Walk every row once, collecting every problem and duplicate; memory stays flat."""
-        result = Validation()
+    def validate(
+        self,
+        max_problems: int = MAX_PROBLEMS,
+        *,
+        starts: Mapping[int, RowsFrom] | None = None,
+        earlier: EarlierRows | None = None,
+        seen_in: Path | None = None,
+        result: Validation | None = None,
+    ) -> Validation:
+        """Walk every row once, collecting every problem and duplicate; memory stays flat.
+
+        For rows appended since a plan: ``starts`` (job index -> where its new rows begin; other
+        jobs are not walked), ``earlier`` (the planned rows' keys and ids, so a new row repeating
+        one is found) and ``result`` (what validating the planned rows found, counted on from).
+        ``seen_in``: a folder where the keys and ids seen are kept (keys.sqlite, ids.sqlite).
+        """
+        result = result or Validation()
         result.add(self.problems, max_problems)
-        with DuplicateFinder() as keys, DuplicateFinder() as ids:
+        with (
+            DuplicateFinder(_seen_file(seen_in, "keys"), earlier.keys if earlier else None) as keys,
+            DuplicateFinder(_seen_file(seen_in, "ids"), earlier.ids if earlier else None) as ids,
+        ):
             for job_index, job in enumerate(self.jobs):
+                if starts is not None and job_index not in starts:
+                    continue
+                start = starts[job_index] if starts is not None else None
                 found_before, items_before = result.found, result.total
-                for number, (item, problems) in enumerate(job.expand(), start=1):
+                first = start.rows + 1 if start else 1
+                for number, (item, problems) in enumerate(job.expand(start), start=first):
                     result.add(problems, max_problems)
                     if item is not None:
                         result.count(item.job, item.kind, _model_of(item))
@@ -126,10 +152,11 @@ class Manifest:
                             result.routes[route] = _route_where(job, item)
                         where = Where(job_index, number, _line_of(item))
                         keys.add(item.key, where, item.item_id)
-                        ids.add(_id_key(item), where, item.item_id)
+                        ids.add(id_key(item), where, item.item_id)
                     if keys.full:
                         result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
-                if job.empty is not None and (result.found, result.total) == (found_before, items_before):
+                empty = (result.found, result.total) == (found_before, items_before)
+                if job.empty is not None and start is None and empty:
                     result.add([job.empty], max_problems)
             result.add(self._repeats(keys.flush(), ids.flush()), max_problems)
         return result
@@ -162,6 +189,10 @@ async def check_routes(validation: Validation, client: Any, max_problems: int = 
     validation.add(family_problems(validation.routes, families), max_problems)
 
 
+def _seen_file(folder: Path | None, name: str) -> Path | None:
+    return None if folder is None else folder / f"{name}.sqlite"
+
+
 def _route_where(job: JobSource, item: Item) -> tuple[str, int]:
     """Where a route is named: the job's `model:` line in a YAML manifest, else the item's row."""
     return job.model_where or (job.file, _line_of(item))
@@ -172,7 +203,8 @@ def _line_of(item: Item) -> int:
     return int(line) if line.isdigit() else 0
 
 
-def _id_key(item: Item) -> str:
+def id_key(item: Item) -> str:
+    """The hex digest an item's id is checked for repeats by (ids are unique per job)."""
     return hashlib.sha256(f"{item.job}\0{item.item_id}".encode()).hexdigest()
 
 

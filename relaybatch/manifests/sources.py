@@ -21,6 +21,8 @@ from relaybatch.manifests.text_files import TextFileError, bounded_lines, decode
 # Rows per Parquet record batch: big enough to be fast, small enough to keep memory flat.
 PARQUET_BATCH_ROWS = 4096
 DATA_SUFFIXES = (".csv", ".jsonl", ".parquet")
+# Text tables whose appended rows can be read on their own (a Parquet file is rewritten whole).
+APPENDABLE_SUFFIXES = (".csv", ".jsonl")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,17 @@ class Row:
     line: int
     values: dict[str, Any]
     number: int = 0  # 1-based position among the rows: a default item id that ignores blank lines
+
+
+@dataclass(frozen=True)
+class RowsFrom:
+    """Where the rows appended to a CSV or JSONL file since it was planned begin: the byte offset
+    (at the start of a line), and how many lines and rows come before it. Rows read from here
+    carry the same line and row numbers as a read of the whole file would give them."""
+
+    offset: int
+    lines: int
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -133,48 +146,60 @@ def _arrow_error() -> type[Exception]:
     return pa.ArrowException
 
 
-def iter_rows(path: Path) -> Iterator[Row | BadRow]:
+def iter_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRow]:
     """The rows of a data file, streamed; the suffix picks the reader.
 
     A file that stops being readable (bad encoding, an endless line, not Parquet) ends in one BadRow
-    naming the first line that failed; a file with no rows is one BadRow saying so.
+    naming the first line that failed; a file with no rows is one BadRow saying so. With ``start``
+    (CSV and JSONL only), only the rows from there on: those appended since the file was planned.
     """
     suffix = path.suffix.lower()
+    if start is not None and suffix not in APPENDABLE_SUFFIXES:
+        raise ValueError(f"{path}: only {', '.join(APPENDABLE_SUFFIXES)} files are read from an offset")
     if suffix == ".csv":
-        return _csv_rows(path)
+        return _csv_rows(path, start)
     if suffix == ".jsonl":
-        return _jsonl_rows(path)
+        return _jsonl_rows(path, start)
     if suffix == ".parquet":
         return _parquet_rows(path)
     raise ValueError(f"unsupported data file type '{path.suffix}'; use one of {', '.join(DATA_SUFFIXES)}")
 
 
-def _csv_rows(path: Path) -> Iterator[Row | BadRow]:
+def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRow]:
     # A cell may hold a base64 image: let it be as long as one request may be (default 128 KB).
     csv.field_size_limit(max(csv.field_size_limit(), MAX_REQUEST_BYTES))
+    lines_before = start.lines if start else 0
     try:
-        handle, encoding = open_text(path, newline="")
+        header = _csv_header(path) if start else None
+        handle, encoding = open_text(path, newline="", offset=start.offset if start else 0)
     except TextFileError as error:
         yield BadRow(error.line, error.message)
         return
-    number = 0
+    rows_before = number = start.rows if start else 0
     with handle:
-        reader = csv.DictReader(bounded_lines(handle))
+        reader = csv.DictReader(bounded_lines(handle, lines_before=lines_before), fieldnames=header)
         try:
-            for number, values in enumerate(reader, start=1):
+            for number, values in enumerate(reader, start=rows_before + 1):
                 if None in values:
-                    yield BadRow(reader.line_num, "has more cells than the header has columns")
+                    yield BadRow(lines_before + reader.line_num, "has more cells than the header has columns")
                     continue
-                yield Row(reader.line_num, dict(values), number)
+                yield Row(lines_before + reader.line_num, dict(values), number)
         except (UnicodeDecodeError, TextFileError) as error:
             yield _unreadable(error, path, encoding)
             return
         except csv.Error as error:
-            yield BadRow(reader.line_num, f"is not valid CSV ({error}); check its quotes")
+            yield BadRow(lines_before + reader.line_num, f"is not valid CSV ({error}); check its quotes")
             return
     if number == 0:
         what = "has a header line but no rows" if reader.fieldnames else "is empty"
         yield BadRow(1, f"{what}; a data file needs a header line and at least one row")
+
+
+def _csv_header(path: Path) -> list[str] | None:
+    """The header of a CSV file (its first record), read on its own."""
+    handle, _ = open_text(path, newline="")
+    with handle:
+        return next(csv.reader(bounded_lines(handle)), None)
 
 
 def _unreadable(error: UnicodeDecodeError | TextFileError, path: Path, encoding: str) -> BadRow:
@@ -184,17 +209,18 @@ def _unreadable(error: UnicodeDecodeError | TextFileError, path: Path, encoding:
     return BadRow(failure.line, failure.message)
 
 
-def _jsonl_rows(path: Path) -> Iterator[Row | BadRow]:
-    number = 0
-    line_number = 0
+def _jsonl_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRow]:
+    number = start.rows if start else 0
+    lines_before = start.lines if start else 0
     try:
-        handle, encoding = open_text(path)
+        handle, encoding = open_text(path, offset=start.offset if start else 0)
     except TextFileError as error:
         yield BadRow(error.line, error.message)
         return
     with handle:
         try:
-            for line_number, line in enumerate(bounded_lines(handle), start=1):
+            lines = bounded_lines(handle, lines_before=lines_before)
+            for line_number, line in enumerate(lines, start=lines_before + 1):
                 if not line.strip():
                     continue
                 number += 1

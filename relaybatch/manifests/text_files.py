@@ -10,6 +10,7 @@ the fast path reads the file once.
 from __future__ import annotations
 
 import codecs
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -42,10 +43,20 @@ def encoding_of(path: Path) -> str:
     return "utf-8"
 
 
-def open_text(path: Path, newline: str | None = None) -> tuple[TextIO, str]:
-    """The file opened as text in its encoding, and that encoding's name (for `decode_failure`)."""
+def open_text(path: Path, newline: str | None = None, offset: int = 0) -> tuple[TextIO, str]:
+    """The file opened as text in its encoding, and that encoding's name (for `decode_failure`).
+
+    With ``offset`` (a byte position after the byte-order mark, at the start of a line of a UTF-8
+    file), reading starts there: the rows appended since a plan are read without the ones before.
+    """
     encoding = encoding_of(path)
-    return open(path, encoding=encoding, newline=newline), encoding
+    if not offset:
+        return open(path, encoding=encoding, newline=newline), encoding
+    if encoding not in ("utf-8", "utf-8-sig"):
+        raise ValueError(f"{path}: reading from a byte offset needs UTF-8, not {encoding}")
+    raw = open(path, "rb")  # noqa: SIM115 - the text wrapper owns it and closes it
+    raw.seek(offset)
+    return io.TextIOWrapper(raw, encoding="utf-8", newline=newline), encoding
 
 
 def decode_failure(path: Path, encoding: str) -> TextFileError:
@@ -95,9 +106,10 @@ def _first_bad_utf16_line(path: Path) -> int:
     return newlines + 1
 
 
-def bounded_lines(handle: TextIO, limit: int = MAX_REQUEST_BYTES) -> Iterator[str]:
-    """The handle's lines; a line longer than `limit` characters raises TextFileError at its number."""
-    number = 0
+def bounded_lines(handle: TextIO, limit: int = MAX_REQUEST_BYTES, lines_before: int = 0) -> Iterator[str]:
+    """The handle's lines; a line longer than `limit` characters raises TextFileError at its number
+    (counted after ``lines_before``, the lines of the file before where the handle starts)."""
+    number = lines_before
     while line := handle.readline(limit + 1):
         number += 1
         if len(line) > limit and not line.endswith("\n"):

@@ -12,7 +12,15 @@ from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.schema import JobSpec
-from relaybatch.manifests.sources import DATA_SUFFIXES, Row, columns_of, iter_rows, jsonable
+from relaybatch.manifests.sources import (
+    APPENDABLE_SUFFIXES,
+    DATA_SUFFIXES,
+    Row,
+    RowsFrom,
+    columns_of,
+    iter_rows,
+    jsonable,
+)
 from relaybatch.manifests.templates import TemplateError, fields_in, fill, render
 from relaybatch.manifests.yaml_lines import Path_, line_of
 
@@ -55,7 +63,15 @@ class YamlJob:
             rows_readable=readable,
             empty=empty,
             model_where=self._model_where(),
+            rows_from=self._rows_from if self._appendable() else None,
         )
+
+    def _appendable(self) -> bool:
+        return self.data is not None and self.data.suffix.lower() in APPENDABLE_SUFFIXES
+
+    def _rows_from(self, start: RowsFrom) -> Iterator[Row]:
+        assert self.data is not None
+        yield from iter_rows(self.data, start)  # type: ignore[misc]
 
     # --- where things are -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -27,9 +28,11 @@ from relaybatch.engine import (
     RunSummary,
     execute,
 )
+from relaybatch.engine.store import PlanCounts
 from relaybatch.errors import UserError
 from relaybatch.limiting import Limiter
 from relaybatch.manifests import Manifest, Validation, open_manifest
+from relaybatch.run import fingerprint
 from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.sharding import Shard
@@ -168,42 +171,98 @@ def plan_run(
     ``check`` adds problems only a gateway can show (model families, from its catalog) to the pass.
     Raises ManifestInvalid (every problem, with file, line and field) or UserError (another
     manifest's run) before anything is written. The manifest is opened once and streamed twice
-    (validate, then plan); no list of items is built. Raises RunBusy when another process is
-    executing (or merging) the same store; with ``hold`` given, its lock stays held until the
-    caller closes ``hold`` (`relaybatch run` keeps it from planning to export).
+    (validate, then plan); no list of items is built. What the last plan read decides how much
+    is done (relaybatch/run/fingerprint.py): nothing when no input changed, only the appended rows
+    when data files only grew, else the whole manifest. Settings (and ``overrides``) are saved
+    every time. Raises RunBusy when another process is executing (or merging) the same store; with
+    ``hold`` given, its lock stays held until the caller closes ``hold`` (`relaybatch run` keeps it
+    from planning to export).
     """
     overrides = overrides or RunOverrides()
     manifest = open_manifest(manifest_path)
-    validation = manifest.validate()
-    if check is not None:
-        check(validation)
-    validation.raise_if_invalid()
     name = overrides.run_name or manifest.run_name
     run = run_paths(runs_dir, name)
-    resolved, digest = str(manifest_path.resolve()), manifest_sha256(manifest_path)
-    check_identity(run, Path(resolved), digest)
-    items = manifest.iter_items()
     paths = shard.paths(run) if shard else run
-    with contextlib.ExitStack() as planning:
+    resolved = str(manifest_path.resolve())
+    decision = fingerprint.compare(paths.checkpoint, manifest)
+    with tempfile.TemporaryDirectory(prefix="relaybatch-plan-") as folder, contextlib.ExitStack() as planning:
+        seen_in = Path(folder)
+        validation = _validated(manifest, decision, paths, seen_in, check)
+        check_identity(run, Path(resolved), decision.manifest_sha256)
         # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
         # outlives planning, so nothing can take it between this plan and the execution after it.
         (hold or planning).enter_context(executing(paths))
-        if shard is None:
-            fold_shards(run)  # shards are views of this run: what they settled is settled here
-            others = None
-        else:
-            items = (item for item in items if shard.contains(item.key))
-            others = OtherStores([path for path in store_paths(run) if path != paths.checkpoint])
-        try:
-            with CheckpointStore(paths.checkpoint) as store:
-                store.save_run(name, stored_settings(manifest, shard, overrides))
-                store.record_manifest(resolved, digest)
-                counts = store.plan_items(items, skip=others.settled if others else None)
-        finally:
-            if others is not None:
-                others.close()
+        if fingerprint.planned_since(paths.checkpoint, decision):  # by another process, meanwhile
+            decision = fingerprint.compare(paths.checkpoint, manifest)
+            validation = _validated(manifest, decision, paths, seen_in, check)
+        if shard is None and fold_shards(run) and decision.status != fingerprint.WHOLE:
+            # Shards are views of this run: what they settled is settled here. Rows they planned
+            # may come from another version of the manifest, so this plan is a whole one.
+            decision = decision.whole("shard stores were folded into the run")
+            validation = _validated(manifest, decision, paths, seen_in, check)
+        settings = stored_settings(manifest, shard, overrides)
+        with CheckpointStore(paths.checkpoint) as store:
+            store.save_run(name, settings)
+            store.record_manifest(resolved, decision.manifest_sha256)
+            if decision.status == fingerprint.UNCHANGED:
+                counts = PlanCounts(0, 0, 0)
+            else:
+                counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
     label = f"{name} shard {shard}" if shard else name
-    return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
+    return PlannedRun(
+        paths, label, counts.added, counts.superseded, counts.restored, name, planned=decision.status
+    )
+
+
+def _validated(
+    manifest: Manifest,
+    decision: fingerprint.Decision,
+    paths: RunPaths,
+    seen_in: Path,
+    check: Callable[[Validation], None] | None,
+) -> Validation:
+    """The whole manifest validated, or only its appended rows (against the planned ones), or
+    nothing (the recorded validation); then the gateway's check, over every route either way."""
+    if decision.status == fingerprint.WHOLE:
+        validation = manifest.validate(seen_in=seen_in)
+    else:
+        validation = fingerprint.recorded_validation(decision)
+        if decision.status == fingerprint.APPENDED:
+            with CheckpointStore.open_read_only(paths.checkpoint) as store:
+                validation = manifest.validate(
+                    starts=decision.starts,
+                    earlier=fingerprint.earlier_rows(store),
+                    seen_in=seen_in,
+                    result=validation,
+                )
+    if check is not None:
+        check(validation)
+    validation.raise_if_invalid()
+    return validation
+
+
+def _plan_items(
+    store: CheckpointStore,
+    manifest: Manifest,
+    decision: fingerprint.Decision,
+    validation: Validation,
+    seen_in: Path,
+    run: RunPaths,
+    shard: Shard | None,
+) -> PlanCounts:
+    """The manifest's items (or its appended rows' only) into the store, with the plan's record."""
+    items = manifest.iter_items(decision.starts if decision.status == fingerprint.APPENDED else None)
+    others = None
+    if shard is not None:
+        items = (item for item in items if shard.contains(item.key))
+        others = OtherStores([path for path in store_paths(run) if path != store.path])
+    recorder = fingerprint.Recorder(manifest, decision, validation, seen_in)
+    try:
+        with recorder.reading():
+            return store.plan_items(items, skip=others.settled if others else None, record=recorder.record)
+    finally:
+        if others is not None:
+            others.close()
 
 
 async def run_limiter(
