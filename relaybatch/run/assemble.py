@@ -63,6 +63,9 @@ class PlannedRun:
     superseded: int = 0
     restored: int = 0
     run_name: str = ""
+    # How much was planned: "whole", "appended" (only rows appended since the last plan) or
+    # "unchanged" (nothing: no input changed). relaybatch/run/fingerprint.py decides.
+    planned: str = "whole"
 
 
 @dataclass(frozen=True)
