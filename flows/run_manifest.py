@@ -29,7 +29,7 @@ from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items
 
 from relaybatch.costs.report import run_spend_figures
-from relaybatch.costs.terminal import spend_summary
+from relaybatch.costs.terminal import budget_summary, run_budget_uses, spend_summary
 from relaybatch.manifests import run_name_for
 from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
 from relaybatch.run import run_paths as paths_of_run
@@ -99,6 +99,17 @@ def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
     )
 
 
+def budget_notes(paths: RunPaths) -> list[str]:
+    """The run's budgets beside its spend, for the summary: a budget counts the whole run, so a
+    shard's summary shows the whole run's (read only: the other shards may be running)."""
+    whole = run_spend_figures(paths.run_root, export=paths.run_root == paths.root)
+    uses = run_budget_uses(whole, [paths.run_root])
+    if not uses:
+        return []
+    scope = "budgets (the whole run, every shard)" if paths.run_root != paths.root else "budgets"
+    return [f"{scope}: {budget_summary(uses)}"]
+
+
 def run_paths(runs_dir: Path | None, run_name: str, shard: Shard | None) -> RunPaths:
     paths = paths_of_run(runs_dir, run_name)
     return shard.paths(paths) if shard else paths
@@ -138,6 +149,7 @@ async def execute_and_report(
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
     notes.append(f"spend: {spend_summary(run_spend_figures(paths.root))}")
+    notes += budget_notes(paths)
     # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
     gateway = base_url or Settings().base_url
     notes.append(f"gateway: {gateway or 'the embedded emulator'}")

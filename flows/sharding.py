@@ -14,10 +14,12 @@ from pathlib import Path
 
 from prefect import flow
 from prefect.deployments.flow_runs import arun_deployment
-from relaybatch.flows.run_manifest import RunOutcome, run_manifest, run_paths
+from relaybatch.flows.run_manifest import RunOutcome, budget_notes, run_manifest, run_paths
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import merge_shards
 
+from relaybatch.costs.report import run_spend_figures
+from relaybatch.costs.terminal import spend_summary
 from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
 from relaybatch.run import counts as counts_of
@@ -104,6 +106,10 @@ async def run_sharded(
         counts,
         spend_lines(checkpoints),
         results,
-        notes=[f"merged from {shards} shards under {run.root / 'shards'}"],
+        notes=[
+            f"merged from {shards} shards under {run.root / 'shards'}",
+            f"spend: {spend_summary(run_spend_figures(run.root))}",
+            *budget_notes(run),
+        ],
     )
     return RunOutcome(run_dir=run.root, added=added, counts=counts, results=results)

@@ -505,14 +505,17 @@ def report(
         list[str] | None, typer.Argument(metavar="RUN", help="Runs to report (default: every run).")
     ] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only charges on or after this UTC day (YYYY-MM-DD).")
+        str | None,
+        typer.Option(
+            "--since", help="Only charges on or after this UTC day (YYYY-MM-DD); leaves budgets out."
+        ),
     ] = None,
     runs_dir: RunsDirOption = None,
     dashboards_dir: Annotated[
         Path, typer.Option("--dashboards-dir", help="Folder for the combined HTML dashboard.")
     ] = Path("dashboards"),
 ) -> None:
-    """Spend by job, model, kind and day, and an HTML dashboard (per run, and combined)."""
+    """Spend by job, model, kind and day, each budget beside its spend, and an HTML dashboard."""
     from relaybatch.costs.terminal import run_report
     from relaybatch.settings import Settings
 

@@ -10,12 +10,20 @@ from relaybatch.costs.pricing import ModelPrices, PriceBook, PricingError, parse
 from relaybatch.costs.reconcile import Reconciliation, reconcile
 from relaybatch.costs.report import RunSpend, load_spend
 from relaybatch.costs.run import budgets_from_manifest, spend_guard_for_run
+from relaybatch.costs.run_budgets import (
+    BudgetUse,
+    budget_settings,
+    budget_uses,
+    enforced_budgets,
+    run_budgets,
+)
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
 
 __all__ = [
     "TIER_THRESHOLD_TOKENS",
     "Budget",
+    "BudgetUse",
     "Budgets",
     "CallCost",
     "CostComponent",
@@ -30,7 +38,10 @@ __all__ = [
     "RunSpendGuard",
     "UsageCounts",
     "UsageError",
+    "budget_settings",
+    "budget_uses",
     "budgets_from_manifest",
+    "enforced_budgets",
     "ledger_schema",
     "load_spend",
     "open_spend_guard",
@@ -38,6 +49,7 @@ __all__ = [
     "price_call",
     "reconcile",
     "render_dashboard",
+    "run_budgets",
     "spend_guard_for_run",
     "worst_case_usd",
     "write_dashboard",

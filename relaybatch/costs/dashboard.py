@@ -26,6 +26,7 @@ from plotly.offline import get_plotlyjs
 
 from relaybatch.costs.dashboard_data import PERCENTILES, DashboardData
 from relaybatch.costs.report import display_usd
+from relaybatch.costs.run_budgets import BudgetUse
 from relaybatch.files import write_text_atomically
 
 PALETTE = ("#2f6fdf", "#1f9d74", "#d9822b", "#b04fc2", "#c23b4f", "#5a6b7d", "#8a9a2b", "#2bb0c2")
@@ -43,6 +44,9 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 15px; margin: 0 0 6px; 
 section { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; padding: 12px; min-width: 0; }
 .chart { height: 320px; }
 .empty { color: #5a6b7d; padding: 24px 8px; }
+.budgets { margin-top: 16px; } .budgets table { border-collapse: collapse; }
+.budgets th, .budgets td { padding: 3px 14px 3px 0; text-align: right; font-variant-numeric: tabular-nums; }
+.budgets th:first-child, .budgets td:first-child { text-align: left; }
 """
 
 # After every chart is drawn: mark each with what the SVG holds; record any script error.
@@ -268,29 +272,50 @@ def run_state(data: DashboardData) -> go.Figure | None:
 
 
 def budget_use(data: DashboardData) -> go.Figure | None:
-    if not data.calls and data.budget_usd is None:
-        return None
-    parts = [
-        ("known spend", data.known_usd, PALETTE[0]),
-        ("unknown (worst case)", data.unknown_usd, PALETTE[2]),
+    """One bar per budget (the run's, then each job's): what it counts as spent, and what is left.
+    Without any budget, one bar of the spend: known and unknown (worst case)."""
+    uses = data.budget_uses()
+    if not uses:
+        if not data.calls:
+            return None
+        spend = [
+            ("known spend", [data.known_usd], PALETTE[0]),
+            ("unknown (worst case)", [data.unknown_usd], PALETTE[2]),
+        ]
+        return _stacked(["spend"], spend)
+    labels = [_budget_label(use, data) for use in uses]
+    against = [
+        ("spent (known + unknown)", [use.spent_usd for use in uses], PALETTE[0]),
+        ("budget left", [use.left_usd for use in uses], "#dde3ec"),
     ]
-    if data.budget_usd is not None:
-        parts.append(("budget left", max(Decimal(0), data.budget_usd - data.total_usd), "#dde3ec"))
+    return _stacked(labels, against)
+
+
+def _budget_label(use: BudgetUse, data: DashboardData) -> str:
+    scope = "run budget" if use.job is None else f"job {use.job}"
+    return scope if len(data.budgets) == 1 else f"{use.run}: {scope}"
+
+
+def _stacked(labels: list[str], parts: list[tuple[str, list[Decimal], str]]) -> go.Figure:
     traces = [
         go.Bar(
-            x=[_float(usd)],
-            y=["USD"],
+            x=[_float(usd) for usd in amounts],
+            y=labels,
             orientation="h",
             name=name,
             marker={"color": colour},
-            text=[display_usd(usd)],
-            hovertemplate=f"{name}: %{{text}}<extra></extra>",
+            text=[display_usd(usd) for usd in amounts],
+            hovertemplate=f"%{{y}}: {name} %{{text}}<extra></extra>",
         )
-        for name, usd, colour in parts
+        for name, amounts, colour in parts
     ]
-    return go.Figure(
-        traces, _layout(barmode="stack", height=200, xaxis={"title": "USD", "rangemode": "tozero"})
+    layout = _layout(
+        barmode="stack",
+        height=max(200, 90 + 32 * len(labels)),
+        xaxis={"title": "USD", "rangemode": "tozero"},
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
     )
+    return go.Figure(traces, layout)
 
 
 def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
@@ -299,7 +324,7 @@ def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
         ("spend-over-time", "Spend over time (cumulative)", spend_over_time(data)),
         ("tokens-over-time", "Tokens over time (cumulative)", tokens_over_time(data)),
         ("spend-by-model", "Spend by model", ranked_bars(data.ranked(data.by_model), "spend")),
-        ("spend-by-job", "Spend by job", ranked_bars(data.ranked(data.by_job), "spend")),
+        ("spend-by-job", "Spend by job", ranked_bars(data.ranked(data.job_spend()), "spend")),
         ("latency", "Latency percentiles per kind (p50, p90, p99)", latency_percentiles(data)),
         ("errors", "Errors by type over time", errors_over_time(data)),
         ("limiter", "Rate limit and 429s over time", limiter_over_time(data)),
@@ -310,24 +335,48 @@ def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
 
 
 def _cards(data: DashboardData) -> list[tuple[str, str, str]]:
-    budget = "none set"
-    if data.budget_usd is not None:
-        share = 100 * data.total_usd / data.budget_usd if data.budget_usd else Decimal(100)
-        budget = f"{display_usd(data.budget_usd)}"
-        budget_note = f"{share:.1f}% used"
-    else:
-        budget_note = ""
     states = ", ".join(f"{state} {count}" for state, count in data.states.most_common()) or "-"
     return [
         ("Total spend", display_usd(data.total_usd), "known + unknown: what the budget counts"),
         ("Known spend", display_usd(data.known_usd), f"{data.calls} billable calls"),
         ("Unknown", display_usd(data.unknown_usd), "worst case of calls of unknown price or outcome"),
-        ("Budget", budget, budget_note),
+        ("Budget", *_budget_card(data)),
         ("Calls with unknown price", str(data.unpriced_calls), "counted at their known part"),
         ("Errors", str(sum(data.error_totals.values())), "retried or final"),
         ("Items", str(sum(data.states.values())), states),
         ("Stopped", "yes" if data.stopped else "no", "; ".join(data.stopped)[:160]),
     ]
+
+
+def _budget_card(data: DashboardData) -> tuple[str, str]:
+    budget = data.budget_usd
+    if budget is not None:
+        share = 100 * data.total_usd / budget if budget else Decimal(100)
+        return display_usd(budget), f"{share:.1f}% used"
+    if not data.budgets:
+        return "not shown", "budgets count the whole run: shown without --since"
+    if any(use.job is None for use in data.budget_uses()):
+        return "per run", "not every run shown has one: see the budgets table"
+    return "none set", "on the run" + (" (jobs: see the budgets table)" if data.budget_uses() else "")
+
+
+def _budget_table(data: DashboardData) -> str:
+    """Every budget beside its spend: the run's once (never the sum of its shards' shares), each job's."""
+    uses = data.budget_uses()
+    if not uses:
+        return ""
+    header = "".join(f"<th>{name}</th>" for name in ("budget", "spent", "of", "left", "used"))
+    rows = "".join(
+        f'<tr data-budget="{escape(use.run)}:{escape(use.scope)}"><td>{escape(_budget_label(use, data))}</td>'
+        f"<td>{display_usd(use.spent_usd)}</td><td>{display_usd(use.budget_usd)}</td>"
+        f"<td>{display_usd(use.left_usd)}</td><td>{use.percent_used:.1f}%</td></tr>"
+        for use in uses
+    )
+    return (
+        '<section class="budgets"><h2>Budgets</h2><table data-budgets>'
+        f"<thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+        "<small>spent = known + unknown (worst case): what the budget counts</small></section>"
+    )
 
 
 def _section(name: str, title: str, figure: go.Figure | None) -> str:
@@ -361,7 +410,7 @@ def render_dashboard(data: DashboardData, title: str) -> str:
             f"<h1>{escape(title)}</h1>",
             f'<div class="meta">Runs: {escape(", ".join(data.runs) or "none")} · generated {generated} · '
             "amounts rounded for display; the ledger keeps full precision</div>",
-            f'<div class="cards">{cards}</div><div class="grid">',
+            f'<div class="cards">{cards}</div>{_budget_table(data)}<div class="grid">',
             *(_section(name, chart_title, figure) for name, chart_title, figure in drawn),
             "</div>",
             f"<script>window.RELAYBATCH_CHARTS = {_script_json(figures)};{DRAW_SCRIPT}</script>",

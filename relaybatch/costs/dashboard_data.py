@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from relaybatch.costs.guard import Budgets
 from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
 from relaybatch.costs.report import (
     CHECKPOINT_NAME,
@@ -28,6 +29,7 @@ from relaybatch.costs.report import (
     run_folders,
     store_folders,
 )
+from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT
 
 MAX_BUCKETS = 1000
@@ -128,7 +130,7 @@ class DashboardData:
     runs: list[str]
     spend: TimeBuckets = field(default_factory=TimeBuckets)  # usd, input, output tokens, calls
     by_model: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
-    by_job: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    by_job: dict[tuple[str, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))  # (run, job)
     latency: dict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
     errors: TimeBuckets = field(default_factory=TimeBuckets)
     error_totals: Counter[str] = field(default_factory=Counter)
@@ -139,13 +141,31 @@ class DashboardData:
     unknown_usd: Decimal = Decimal(0)  # price or outcome unknown: the worst case beyond the known part
     unpriced_calls: int = 0
     calls: int = 0
-    budget_usd: Decimal | None = None
+    # Each run's budgets, once however many shards hold a share (run_budgets); left empty when the
+    # page shows only charges since a day, since a budget counts the whole run.
+    budgets: dict[str, Budgets] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
     last_at: datetime | None = None  # the latest charge or event: where the timelines end
 
     @property
     def total_usd(self) -> Decimal:
         return self.known_usd + self.unknown_usd
+
+    @property
+    def budget_usd(self) -> Decimal | None:
+        """The runs' budget: a run's own, or the sum when every run shown has one (else None)."""
+        limits = [budgets.run_usd for budgets in self.budgets.values()]
+        if not limits or any(limit is None for limit in limits):
+            return None
+        return sum((limit for limit in limits if limit is not None), Decimal(0))
+
+    def budget_uses(self) -> list[BudgetUse]:
+        """Each run's budget and each job's, beside what it counts as spent (the report's rule)."""
+        return budget_uses(self.by_job, self.budgets)
+
+    def job_spend(self) -> dict[str, Decimal]:
+        """Spend per job, labelled "run / job"."""
+        return {f"{run} / {job}": usd for (run, job), usd in self.by_job.items()}
 
     def ranked(self, totals: Mapping[str, Decimal]) -> list[tuple[str, Decimal]]:
         """Largest first; ties by name."""
@@ -181,7 +201,7 @@ class DashboardData:
         tokens_out = sum(int(record.get(name) or 0) for name in OUTPUT_TOKENS)
         self.spend.add(at, {"usd": usd, "input": tokens_in, "output": tokens_out, "calls": 1})
         self.by_model[str(record.get("model") or "-")] += usd
-        self.by_job[f"{record.get('run')} / {record.get('job')}"] += usd
+        self.by_job[(str(record.get("run")), str(record.get("job")))] += usd
         if record.get("latency_seconds") is not None:
             self.latency[str(record.get("kind") or "-")].add(float(record["latency_seconds"]))
 
@@ -227,9 +247,6 @@ def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None) -
             if str(event.get("at") or "")[:10] >= cutoff:
                 data.add_event(event)
         data.states.update(store.count_by_state())
-        budget = store.run_settings().get("budget_usd")
-        if budget is not None:
-            data.budget_usd = (data.budget_usd or Decimal(0)) + Decimal(budget)
         stopped = store.stop_reason()
         if stopped:
             data.stopped.append(stopped)
@@ -257,6 +274,8 @@ def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = No
     folders = run_folders(runs_dir, names)
     data = DashboardData([folder.name for folder in folders])
     for folder in folders:
+        if since is None:
+            data.budgets[folder.name] = run_budgets(folder)
         for stores in store_folders(folder):
             _add_costs(data, stores / COST_STORE_NAME, since)
             _add_checkpoint(data, stores / CHECKPOINT_NAME, since)

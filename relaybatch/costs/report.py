@@ -136,6 +136,10 @@ class RunSpend:
             for key, t in sorted(merged.items())
         ]
 
+    def spent_by_run_and_job(self) -> dict[tuple[str, str], Decimal]:
+        """Known + unknown per (run, job): what each budget counts as spent."""
+        return {(line.key[0], line.key[1]): line.total_usd for line in self.by("run", "job")}
+
     def over_time(self) -> list[tuple[str, Decimal]]:
         """Cumulative spend at the end of each minute with a charge (at most MAX_TIME_POINTS points)."""
         total, points = Decimal(0), []
@@ -185,14 +189,16 @@ REPORT_COLUMNS = (
 )
 
 
-def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None) -> None:
-    """Add a store's charges from ``since`` on to ``spend`` (refreshing its Parquet export on the way)."""
+def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None, export: bool = True) -> None:
+    """Add a store's charges from ``since`` on to ``spend`` (refreshing its Parquet export on the way,
+    unless ``export`` is False: another process, a running shard, may be writing it)."""
     path = run_dir / COST_STORE_NAME
     if not path.exists():
         return
     store = CostStore(path)
     try:
-        write_ledger(store, run_dir / LEDGER_NAME)
+        if export:
+            write_ledger(store, run_dir / LEDGER_NAME)
         for record in store.charges_since(REPORT_COLUMNS, since.isoformat() if since else ""):
             record["day"] = str(record["charged_at"])[:10]
             spend.add(record)
@@ -276,9 +282,9 @@ def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) 
     return RunSpend(spend.runs, spend.groups, spend.per_minute, activity_from_events(events, since))
 
 
-def run_spend_figures(run_dir: Path) -> RunSpend:
+def run_spend_figures(run_dir: Path, export: bool = True) -> RunSpend:
     """A run's spend from its cost stores alone (shards included): known, unknown, total."""
     spend = RunSpend([run_dir.name])
     for folder in store_folders(run_dir):
-        add_ledger(spend, folder)
+        add_ledger(spend, folder, export=export)
     return spend

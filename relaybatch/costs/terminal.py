@@ -13,6 +13,7 @@ from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import DASHBOARD_NAME, RunSpend, display_usd, load_spend, run_folders
+from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.errors import UserError
 
 COMBINED_DASHBOARD_NAME = "relaybatch-report.html"
@@ -62,6 +63,38 @@ def spend_summary(spend: RunSpend) -> str:  # also the Prefect run summary's spe
     )
 
 
+def budget_table(uses: Sequence[BudgetUse]) -> Table:
+    """Each budget beside what it counts as spent: the run's once, then each job's."""
+    numbers = ("spent USD", "budget USD", "left USD", "used")
+    lines = table("run", "budget", *numbers, title="Budgets", whole=numbers)
+    for use in uses:
+        lines.add_row(
+            use.run,
+            use.scope,
+            display_usd(use.spent_usd),
+            display_usd(use.budget_usd),
+            display_usd(use.left_usd),
+            f"{use.percent_used:.1f}%",
+        )
+    return lines
+
+
+def budget_summary(uses: Sequence[BudgetUse]) -> str:  # also the Prefect run summary's budget line
+    """Each budget's use as one line: spent (known + unknown) of budget, share used, left."""
+    return "; ".join(
+        f"{use.run} {use.scope} {display_usd(use.spent_usd)} of {display_usd(use.budget_usd)} "
+        f"({use.percent_used:.1f}% used, {display_usd(use.left_usd)} left)"
+        for use in uses
+    )
+
+
+def run_budget_uses(spend: RunSpend, run_dirs: Sequence[Path]) -> list[BudgetUse]:
+    """The budgets of the runs at ``run_dirs`` beside ``spend`` (the whole runs' spend)."""
+    return budget_uses(
+        spend.spent_by_run_and_job(), {folder.name: run_budgets(folder) for folder in run_dirs}
+    )
+
+
 def run_report(
     console: Console, runs_dir: Path, names: Sequence[str], since: str | None, dashboards_dir: Path
 ) -> list[Path]:
@@ -70,7 +103,12 @@ def run_report(
     spend = load_spend(runs_dir, names, day)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
+    uses = [] if day else run_budget_uses(spend, run_folders(runs_dir, names))
+    if uses:
+        console.print(budget_table(uses))
     console.print(spend_summary(spend))
+    if day:
+        console.print("budgets count the whole run: run the report without --since to see their use")
     if spend.unknown_calls:
         console.print(
             f"{spend.unknown_calls} call(s) have an unknown cost (a missing price or an unknown outcome): "

@@ -83,17 +83,16 @@ def stored_settings(
 ) -> dict[str, Any]:
     """What a resumed run needs from the manifest, kept in the store (JSON, money as strings).
 
-    A shard gets its share of each budget: shards run in separate processes, each with its own
-    spend guard, so N shards of a 10 USD run are 10/N USD each and never more than 10 together.
+    A shard gets its share of each budget and records the whole run's beside it
+    (relaybatch.costs.run_budgets: shards run in separate processes, each with its own spend guard).
     """
+    from relaybatch.costs import Budgets, budget_settings
+
     overrides = overrides or RunOverrides()
-    share = Decimal(shard.count) if shard else Decimal(1)
-    run_budget = overrides.budget_usd or manifest.settings.budget_usd
+    jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}
+    budgets = Budgets(run_usd=overrides.budget_usd or manifest.settings.budget_usd, job_usd=jobs)
     return {
-        "budget_usd": None if run_budget is None else str(run_budget / share),
-        "job_budgets": {
-            job.name: str(job.budget_usd / share) for job in manifest.jobs if job.budget_usd is not None
-        },
+        **budget_settings(budgets, shard.count if shard else 1),
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
         "concurrency": overrides.concurrency or manifest.settings.concurrency,
         "rate_limit_rpm": overrides.rate_limit_rpm or manifest.settings.rate_limit_rpm,
@@ -294,11 +293,9 @@ def engine_settings(saved: dict[str, Any], cancel_remote_on_stop: bool = False) 
 
 
 def budgets(saved: dict[str, Any]) -> Budgets:
-    from relaybatch.costs import Budgets
+    from relaybatch.costs import enforced_budgets
 
-    run_usd = saved.get("budget_usd")
-    jobs = {job: Decimal(usd) for job, usd in (saved.get("job_budgets") or {}).items()}
-    return Budgets(run_usd=None if run_usd is None else Decimal(run_usd), job_usd=jobs or None)
+    return enforced_budgets(saved)
 
 
 @dataclass

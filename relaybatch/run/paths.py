@@ -67,6 +67,11 @@ class RunPaths:
     def lock(self) -> Path:
         return self.root / LOCK_NAME
 
+    @property
+    def run_root(self) -> Path:
+        """The whole run's folder: this one, or for a shard's folder the run it is a share of."""
+        return self.root.parent.parent if self.root.parent.name == SHARDS_NAME else self.root
+
     def require_existing(self) -> RunPaths:
         if not self.checkpoint.exists():
             if any(self.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")):

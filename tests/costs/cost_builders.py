@@ -96,7 +96,9 @@ def write_checkpoint_events(run_dir: Path, count: int = 20) -> None:
     with connection:
         connection.execute("create table items (key text primary key, kind text, state text)")
         connection.execute("create table runs (name text, settings text, stop_reason text)")
-        connection.execute("insert into runs values ('demo', '{\"budget_usd\": \"2.00\"}', null)")
+        # A store from before the whole run's budgets were recorded beside the share: the share.
+        settings = {"budget_usd": "2.00", "job_budgets": {"covers": "0.50"}}
+        connection.execute("insert into runs values ('demo', ?, null)", (json.dumps(settings),))
         connection.execute(
             "create table events (id integer primary key, key text, state text, detail text, at text)"
         )

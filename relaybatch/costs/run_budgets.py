@@ -1,0 +1,143 @@
+"""A run's budgets as its stores keep them, and read back once, however many shards hold a share.
+
+Shards run in separate processes, each with its own spend guard, so each shard's store enforces
+its share of every budget: N shards of a 10 USD run hold 10/N USD each and never more than 10
+together (``budget_settings``). Beside the share, each store records the whole run's budgets, so
+the report, the dashboard and the Prefect summary show the run's budget once (``run_budgets``),
+never the sum of the shares, and each job's budget beside that job's spend (``budget_uses``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from relaybatch.costs.guard import Budgets
+from relaybatch.costs.report import CHECKPOINT_NAME, store_folders
+
+RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
+_SHARD_FOLDER = re.compile(r"\d+-of-(\d+)")
+# A share times its split gives the whole back to within this (10 / 3 * 3 = 9.999...9).
+_WHOLE_QUANTUM = Decimal("1e-12")
+
+
+def budget_settings(budgets: Budgets, shards: int = 1) -> dict[str, Any]:
+    """The budget part of a store's stored settings (JSON, money as strings): the share this store
+    enforces (``budget_usd``, ``job_budgets``) and the run's whole budgets (``run_budgets``)."""
+    share = Decimal(shards)
+    jobs = dict(budgets.job_usd or {})
+    return {
+        "budget_usd": None if budgets.run_usd is None else str(budgets.run_usd / share),
+        "job_budgets": {job: str(usd / share) for job, usd in jobs.items()},
+        RUN_BUDGETS: {
+            "budget_usd": None if budgets.run_usd is None else str(budgets.run_usd),
+            "job_budgets": {job: str(usd) for job, usd in jobs.items()},
+        },
+    }
+
+
+def enforced_budgets(saved: Mapping[str, Any]) -> Budgets:
+    """What a store's spend guard enforces: the whole run's budgets, or a shard's share of them."""
+    run_usd = saved.get("budget_usd")
+    jobs = {job: Decimal(usd) for job, usd in (saved.get("job_budgets") or {}).items()}
+    return Budgets(run_usd=None if run_usd is None else Decimal(run_usd), job_usd=jobs or None)
+
+
+def whole_budgets(saved: Mapping[str, Any], shards: int) -> Budgets:
+    """The run's budgets as a store recorded them; a store from before they were recorded gives
+    its share times the split it was made for."""
+    recorded = saved.get(RUN_BUDGETS)
+    if recorded is not None:
+        return enforced_budgets(recorded)
+    share = enforced_budgets(saved)
+    return Budgets(
+        run_usd=None if share.run_usd is None else _times(share.run_usd, shards),
+        job_usd={job: _times(usd, shards) for job, usd in (share.job_usd or {}).items()} or None,
+    )
+
+
+def run_budgets(run_dir: Path) -> Budgets:
+    """The run's budgets, once: from the store of the run (its own or a shard's) whose execution
+    started last, so a budget raised for the latest execution is the one shown. Stores never
+    executed count as the oldest; on a tie the run's own store comes before its shards."""
+    newest: tuple[str, int] | None = None
+    found = Budgets()
+    for position, folder in enumerate(store_folders(run_dir)):
+        read = _read(folder / CHECKPOINT_NAME)
+        if read is None:
+            continue
+        started, saved = read
+        rank = (started, -position)
+        if newest is None or rank > newest:
+            newest, found = rank, whole_budgets(saved, _split(folder, run_dir))
+    return found
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """One budget beside what it counts as spent (known + unknown at its worst case)."""
+
+    run: str
+    job: str | None  # None: the run's own budget
+    spent_usd: Decimal
+    budget_usd: Decimal
+
+    @property
+    def scope(self) -> str:
+        return "run" if self.job is None else f"job {self.job}"
+
+    @property
+    def left_usd(self) -> Decimal:
+        return max(Decimal(0), self.budget_usd - self.spent_usd)
+
+    @property
+    def percent_used(self) -> Decimal:
+        return 100 * self.spent_usd / self.budget_usd if self.budget_usd else Decimal(100)
+
+
+def budget_uses(
+    spent_by_run_and_job: Mapping[tuple[str, str], Decimal], budgets: Mapping[str, Budgets]
+) -> list[BudgetUse]:
+    """Every budget of every run, the run's first then its jobs', each beside its spend."""
+    uses = []
+    for run, run_budget in sorted(budgets.items()):
+        spent = {job: usd for (owner, job), usd in spent_by_run_and_job.items() if owner == run}
+        if run_budget.run_usd is not None:
+            uses.append(BudgetUse(run, None, sum(spent.values(), Decimal(0)), run_budget.run_usd))
+        for job, usd in sorted((run_budget.job_usd or {}).items()):
+            uses.append(BudgetUse(run, job, spent.get(job, Decimal(0)), usd))
+    return uses
+
+
+def _times(share: Decimal, shards: int) -> Decimal:
+    return (share * shards).quantize(_WHOLE_QUANTUM).normalize()
+
+
+def _split(folder: Path, run_dir: Path) -> int:
+    match = _SHARD_FOLDER.fullmatch(folder.name) if folder != run_dir else None
+    return int(match[1]) if match else 1
+
+
+def _read(checkpoint: Path) -> tuple[str, dict[str, Any]] | None:
+    """(when its last execution started, or "" if never; its stored settings), read-only."""
+    if not checkpoint.exists():
+        return None
+    from relaybatch.engine.store import CheckpointStore
+
+    store = CheckpointStore.open_read_only(checkpoint)
+    try:
+        settings = store.run_settings()
+    except sqlite3.Error:
+        store.close()
+        return None  # an older or newer layout: no budget from it
+    try:
+        return store.last_execution()["started_at"] or "", settings
+    except sqlite3.Error:
+        return "", settings  # a store from before executions were recorded: the oldest
+    finally:
+        store.close()

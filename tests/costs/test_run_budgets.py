@@ -1,0 +1,156 @@
+"""A run's budget is shown once, however many shard stores hold a share of it, and each job's
+budget beside that job's spend: the dashboard, `relaybatch report` and the Prefect summary's line
+read them by one rule (relaybatch.costs.run_budgets)."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.costs import Budgets, budget_settings, budget_uses, run_budgets
+from relaybatch.costs.dashboard import render_dashboard
+from relaybatch.costs.dashboard_data import load_dashboard
+from relaybatch.costs.report import display_usd, load_spend, run_spend_figures
+from relaybatch.costs.terminal import run_budget_uses
+from relaybatch.engine import CheckpointStore
+from relaybatch.manifests import open_manifest
+from relaybatch.run import Shard, stored_settings
+
+D = Decimal
+RUN_BUDGET, JOB_BUDGET = D("1.00"), D("0.30")
+
+
+@pytest.fixture(autouse=True)
+def without_prefect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "")  # the run in this process, no Prefect server
+
+
+def write_manifest(folder: Path) -> Path:
+    jobs = [
+        {
+            "name": name,
+            "kind": "chat",
+            "model": "relay-chat-small",
+            "request": {"max_tokens": 16},
+            "prompt": f"{name} {{n}}: name a river.",
+            "items": [{"id": f"{name}{n}", "n": n} for n in range(6)],
+            **({"budget_usd": str(JOB_BUDGET)} if name == "capped" else {}),
+        }
+        for name in ("capped", "free")
+    ]
+    path = folder / "budgets.yaml"
+    manifest = {"run": {"name": "split", "budget_usd": str(RUN_BUDGET), "concurrency": 2}, "jobs": jobs}
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args), terminal_width=400)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_a_shard_enforces_its_share_and_records_the_whole_runs_budgets(tmp_path: Path) -> None:
+    manifest = open_manifest(write_manifest(tmp_path))
+
+    saved = stored_settings(manifest, Shard(2, 3))
+
+    assert D(saved["budget_usd"]) * 3 <= RUN_BUDGET  # three shards never spend more than the run
+    assert D(saved["job_budgets"]["capped"]) == JOB_BUDGET / 3
+    assert saved["run_budgets"] == {"budget_usd": "1.00", "job_budgets": {"capped": "0.30"}}
+    assert stored_settings(manifest, None)["budget_usd"] == "1.00"
+
+
+def save(checkpoint: Path, settings: dict[str, object], executed: bool) -> None:
+    with CheckpointStore(checkpoint) as store:
+        store.save_run("split", settings)
+        if executed:
+            store.record_start()
+
+
+def test_the_runs_budget_is_read_from_the_store_that_executed_last(tmp_path: Path) -> None:
+    run_dir = tmp_path / "split"
+    whole = Budgets(run_usd=D("10"), job_usd={"capped": D("3")})
+    raised = Budgets(run_usd=D("12"), job_usd={"capped": D("3")})
+    save(run_dir / "checkpoint.sqlite", budget_settings(whole), executed=True)
+    assert run_budgets(run_dir) == whole
+    time.sleep(0.01)  # the stores' clocks are in milliseconds
+    for index in (1, 2, 3):
+        save(run_dir / "shards" / f"{index}-of-3" / "checkpoint.sqlite", budget_settings(raised, 3), True)
+
+    assert run_budgets(run_dir) == raised  # the shards ran last, with the budget raised: 12, not 3 x 4
+
+    # A never-executed store is the oldest, whatever it says.
+    save(run_dir / "shards" / "1-of-2" / "checkpoint.sqlite", budget_settings(whole, 2), executed=False)
+    assert run_budgets(run_dir) == raised
+
+
+def test_a_store_from_before_the_whole_budgets_were_recorded_gives_its_share_times_its_split(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "split"
+    share = budget_settings(Budgets(run_usd=D("10"), job_usd={"capped": D("1")}), 3)
+    del share["run_budgets"]
+    save(run_dir / "shards" / "1-of-3" / "checkpoint.sqlite", share, executed=True)
+
+    assert D(share["budget_usd"]) * 3 != D("10")  # 10 / 3 * 3 is not 10 in 28 digits
+    assert run_budgets(run_dir) == Budgets(run_usd=D("10"), job_usd={"capped": D("1")})
+
+
+def test_a_sharded_run_shows_its_budget_once_and_each_job_beside_its_spend(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    manifest = str(write_manifest(tmp_path))
+    for shard in ("1/2", "2/2"):
+        run("run", manifest, "--shard", shard, "--runs-dir", str(runs))
+    run("run", manifest, "--runs-dir", str(runs))  # the run's own store too: it folds the shards
+    run_dir = runs / "split"
+    assert (run_dir / "checkpoint.sqlite").exists() and (
+        run_dir / "shards" / "2-of-2" / "costs.sqlite"
+    ).exists()
+
+    data = load_dashboard(runs, ["split"])
+    spend = load_spend(runs, ["split"])
+
+    assert data.budget_usd == RUN_BUDGET  # once: not the run's plus its shards' shares
+    uses = {(use.run, use.job): use for use in data.budget_uses()}
+    assert set(uses) == {("split", None), ("split", "capped")}
+    by_job = spend.spent_by_run_and_job()
+    assert uses["split", "capped"].budget_usd == JOB_BUDGET
+    assert uses["split", "capped"].spent_usd == by_job["split", "capped"] > 0  # every shard's spend
+    assert uses["split", None].spent_usd == spend.total_usd == data.total_usd
+    assert run_budget_uses(run_spend_figures(run_dir), [run_dir]) == data.budget_uses()  # Prefect's line
+
+    page = render_dashboard(data, "split")
+    assert 'data-budget="split:job capped"' in page and 'data-budget="split:run"' in page
+    assert "$1.000000" in page and "$0.300000" in page
+    assert "$2.000000" not in page and "$1.500000" not in page  # no sum of run and shard budgets
+
+    boards = ["--runs-dir", str(runs), "--dashboards-dir", str(tmp_path / "boards")]
+    report = CliRunner().invoke(app, ["report", "split", *boards], terminal_width=400).output
+    capped, whole = uses["split", "capped"], uses["split", None]
+    (capped_line,) = [line for line in report.splitlines() if "job capped" in line]
+    for figure in (display_usd(capped.spent_usd), "$0.300000", f"{capped.percent_used:.1f}%"):
+        assert figure in capped_line, (figure, capped_line)
+    (run_line,) = [line for line in report.splitlines() if " run " in f" {line} " and "$1.000000" in line]
+    assert display_usd(whole.spent_usd) in run_line and "$2.000000" not in report
+    since = run("report", "split", "--since", "2000-01-01", *boards)
+    assert "budgets count the whole run" in since and "job capped" not in since
+
+
+def test_budget_uses_lists_the_run_then_its_jobs_and_nothing_without_budgets() -> None:
+    spent = {("a", "x"): D("0.5"), ("a", "y"): D("0.25"), ("b", "x"): D("1")}
+    budgets = {"a": Budgets(run_usd=D("1"), job_usd={"y": D("0.5")}), "b": Budgets()}
+
+    uses = budget_uses(spent, budgets)
+
+    assert [(use.run, use.scope, use.spent_usd, use.budget_usd) for use in uses] == [
+        ("a", "run", D("0.75"), D("1")),
+        ("a", "job y", D("0.25"), D("0.5")),
+    ]
+    assert uses[0].percent_used == 75 and uses[1].left_usd == D("0.25")
