@@ -17,10 +17,10 @@ from relaybatch.costs import Budgets, budget_settings, budget_uses, run_budgets
 from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import display_usd, load_spend, run_spend_figures
-from relaybatch.costs.terminal import run_budget_uses
+from relaybatch.costs.terminal import budget_summary, run_budget_uses
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import open_manifest
-from relaybatch.run import Shard, stored_settings
+from relaybatch.run import RunPaths, Shard, stored_settings
 
 D = Decimal
 RUN_BUDGET, JOB_BUDGET = D("1.00"), D("0.30")
@@ -130,6 +130,13 @@ def test_a_sharded_run_shows_its_budget_once_and_each_job_beside_its_spend(tmp_p
     assert 'data-budget="split:job capped"' in page and 'data-budget="split:run"' in page
     assert "$1.000000" in page and "$0.300000" in page
     assert "$2.000000" not in page and "$1.500000" not in page  # no sum of run and shard budgets
+
+    from relaybatch.flows.run_manifest import budget_notes  # the Prefect summary's note
+
+    whole_run = budget_summary(data.budget_uses())
+    assert budget_notes(RunPaths(run_dir)) == [f"budgets: {whole_run}"]
+    shard = Shard(1, 2).paths(RunPaths(run_dir))
+    assert budget_notes(shard) == [f"budgets (the whole run, every shard): {whole_run}"]
 
     boards = ["--runs-dir", str(runs), "--dashboards-dir", str(tmp_path / "boards")]
     report = CliRunner().invoke(app, ["report", "split", *boards], terminal_width=400).output
