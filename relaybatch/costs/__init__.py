@@ -1,9 +1,9 @@
 """Exact costs: prices from the gateway, usage in one shape, Decimal costs per call, budgets that
 hold with calls in flight, the cost ledger Parquet, spend reports and the HTML dashboard."""
 
-from relaybatch.costs.budget import Budget, Refusal
+from relaybatch.costs.budget import Budget, Budgets, Refusal
 from relaybatch.costs.dashboard import render_dashboard, write_dashboard
-from relaybatch.costs.guard import Budgets, RunSpendGuard, open_spend_guard
+from relaybatch.costs.guard import RunSpendGuard, open_spend_guard
 from relaybatch.costs.ledger import CostStore, LedgerRow, ledger_schema, write_ledger
 from relaybatch.costs.price import TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
 from relaybatch.costs.pricing import ModelPrices, PriceBook, PricingError, parse_pricing

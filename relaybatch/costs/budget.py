@@ -20,6 +20,14 @@ RUN_SCOPE = "run"
 
 
 @dataclass(frozen=True)
+class Budgets:
+    """The limits a run was given (USD; None = no limit): the run's and each job's."""
+
+    run_usd: Decimal | None = None
+    job_usd: Mapping[str, Decimal] | None = None
+
+
+@dataclass(frozen=True)
 class Reservation:
     key: str
     job: str

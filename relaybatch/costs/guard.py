@@ -14,12 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from relaybatch.costs.budget import RUN_SCOPE, Budget, Refusal
+from relaybatch.costs.budget import RUN_SCOPE, Budget, Budgets, Refusal
 from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
 from relaybatch.costs.ledger import (
     CHARGED,
@@ -35,6 +35,7 @@ from relaybatch.costs.ledger import (
 from relaybatch.costs.price import CallCost, price_call
 from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
+from relaybatch.costs.run_budgets import spent_beside
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
 from relaybatch.engine.spend import Refused, SpendFigures
@@ -57,12 +58,6 @@ class Call(Protocol):
     def request(self) -> dict[str, Any]: ...
     @property
     def attempt(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Budgets:
-    run_usd: Decimal | None = None
-    job_usd: Mapping[str, Decimal] | None = None
 
 
 class RunSpendGuard:
@@ -281,6 +276,11 @@ async def open_spend_guard(
         store.reservations_to_unknown()
         spent, spent_by_job = store.spent()
         budgets = budgets or Budgets()
+        # What the run's other stores (its shards, or the run's own store for a shard) spent counts too.
+        elsewhere, elsewhere_by_job = spent_beside(run_dir, budgets)
+        spent += elsewhere
+        for job, usd in elsewhere_by_job.items():
+            spent_by_job[job] = spent_by_job.get(job, Decimal(0)) + usd
         budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job)
         money = store.charges_since(("usd", "known_usd", "reserved_usd"))
         unknown = sum((unknown_amount(row) for row in money), Decimal(0))

@@ -17,8 +17,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.guard import Budgets
-from relaybatch.costs.report import CHECKPOINT_NAME, store_folders
+from relaybatch.costs.budget import Budgets
+from relaybatch.costs.ledger import CostStore
+from relaybatch.costs.report import CHECKPOINT_NAME, COST_STORE_NAME, SHARDS_NAME, store_folders
 
 RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
 _SHARD_FOLDER = re.compile(r"\d+-of-(\d+)")
@@ -76,6 +77,63 @@ def run_budgets(run_dir: Path) -> Budgets:
         if newest is None or rank > newest:
             newest, found = rank, whole_budgets(saved, _split(folder, run_dir))
     return found
+
+
+Spend = tuple[Decimal, dict[str, Decimal]]  # (run, per job), as CostStore.spent gives it
+
+
+def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
+    """What the budget of the store at ``store_dir`` (enforcing ``limits``) must count as spent by
+    the run's other stores, run and per job, beside its own ledger's spend.
+
+    The run's own store enforces the whole budget: every shard's spend counts, whatever the split.
+    A shard of a split into N enforces a share, budget / N. What the stores outside its split spent
+    (the run's own store, other splits) takes 1/N of each share: the split may spend what is left,
+    (budget - outside) / N per shard. A shard of its split that spent more than that (it spent
+    before the outside did) leaves that much less to the others. So the run's stores together
+    never pass the budget, in any order of executions, and shards run one after the other still
+    get a full share each.
+    """
+    run_dir = store_dir.parent.parent if store_dir.parent.name == SHARDS_NAME else store_dir
+    split = _split(store_dir, run_dir) if store_dir != run_dir else 0
+    outside: list[Spend] = []
+    siblings: list[Spend] = []
+    for folder in store_folders(run_dir):
+        path = folder / COST_STORE_NAME
+        if folder == store_dir or not path.exists():
+            continue
+        store = CostStore(path)
+        try:
+            spent = store.spent()
+        finally:
+            store.close()
+        same_split = split and folder != run_dir and _split(folder, run_dir) == split
+        (siblings if same_split else outside).append(spent)
+    jobs = {job for _, by_job in outside + siblings for job in by_job}
+    total = counted_beside(split, limits.run_usd, [run for run, _ in outside], [run for run, _ in siblings])
+    per_job = {
+        job: counted_beside(
+            split,
+            (limits.job_usd or {}).get(job),
+            [by_job.get(job, Decimal(0)) for _, by_job in outside],
+            [by_job.get(job, Decimal(0)) for _, by_job in siblings],
+        )
+        for job in jobs
+    }
+    return total, per_job
+
+
+def counted_beside(
+    split: int, share: Decimal | None, outside: list[Decimal], siblings: list[Decimal]
+) -> Decimal:
+    """One budget's count of other stores' spend (see ``spent_beside``); ``split`` 0 = the run's store."""
+    if not split:
+        return sum(outside, Decimal(0)) + sum(siblings, Decimal(0))
+    taken = sum(outside, Decimal(0)) / split
+    if share is None:
+        return taken  # no limit to hold
+    allowance = share - taken
+    return taken + sum((max(Decimal(0), spent - allowance) for spent in siblings), Decimal(0))
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,73 @@ def test_budget_uses_lists_the_run_then_its_jobs_and_nothing_without_budgets() -
         ("a", "job y", D("0.25"), D("0.5")),
     ]
     assert uses[0].percent_used == 75 and uses[1].left_usd == D("0.25")
+
+
+def billed_usd() -> Decimal:
+    from relaybatch.connect import embedded_emulator
+
+    return sum((charge.usd for charge in embedded_emulator().state.emulator.ledger), Decimal(0))
+
+
+@pytest.mark.parametrize(
+    "order",
+    [("whole", "1/2", "2/2"), ("1/2", "2/2", "whole"), ("1/3", "whole", "1/2", "2/2", "2/3", "3/3")],
+    ids=["run-then-shards", "shards-then-run", "mixed-splits"],
+)
+def test_the_run_budget_holds_across_the_runs_own_store_and_its_shards(
+    tmp_path: Path, order: tuple[str, ...]
+) -> None:
+    """Each store's guard counts what the run's other stores spent (all of it for the run's own
+    store, 1/N of what lies outside its split for a shard), so no order of executions passes the
+    budget: before, the shards of a run already at its budget spent it again (193 %)."""
+    budget = D("0.0006")  # about 50 of the 200 calls
+    path = tmp_path / "m.yaml"
+    items = [{"id": f"a{n}", "n": n} for n in range(200)]
+    job = {"name": "j", "kind": "chat", "model": "relay-chat-small", "request": {"max_tokens": 16}}
+    manifest = {"run": {"name": "held", "budget_usd": str(budget), "concurrency": 2}}
+    path.write_text(yaml.safe_dump({**manifest, "jobs": [{**job, "prompt": "q {n}", "items": items}]}))
+    runs = tmp_path / "runs"
+    before = billed_usd()
+
+    for step in order:
+        shard = [] if step == "whole" else ["--shard", step]
+        result = CliRunner().invoke(app, ["run", str(path), *shard, "--runs-dir", str(runs)])
+        assert result.exit_code in (0, 1), result.output
+
+    assert billed_usd() - before <= budget  # what the gateway billed the run, every store together
+    spend = load_spend(runs, ["held"])
+    assert spend.total_usd == billed_usd() - before
+    assert spend.total_usd > budget * D("0.9")  # and the budget was used, not left idle
+    (use,) = load_dashboard(runs, ["held"]).budget_uses()
+    assert use.percent_used <= 100
+
+
+def test_no_order_of_executions_of_a_run_and_its_shards_passes_the_budget() -> None:
+    """counted_beside as each guard uses it: an execution of a store spends some or all of the room
+    its budget leaves; whatever the order, the run's stores together stay within the budget, and a
+    split run shard after shard from nothing uses the whole budget."""
+    import random
+
+    from relaybatch.costs.run_budgets import counted_beside
+
+    budget = D("10")
+    stores = [(0, 1), *((split, index) for split in (2, 3) for index in range(1, split + 1))]
+    rng = random.Random(11)
+    for _ in range(300):
+        own = dict.fromkeys(stores, D(0))
+        for _ in range(12):
+            store = rng.choice(stores)
+            split = store[0]
+            limit = budget / split if split else budget
+            others = {other: usd for other, usd in own.items() if other != store}
+            siblings = [usd for other, usd in others.items() if split and other[0] == split]
+            outside = [usd for other, usd in others.items() if not (split and other[0] == split)]
+            room = limit - own[store] - counted_beside(split, limit, outside, siblings)
+            own[store] += max(D(0), room) * rng.choice((D(1), D("0.5"), D("0.1")))
+            assert sum(own.values()) <= budget * (1 + D("1e-20")), own
+
+    fresh = dict.fromkeys(range(1, 4), D(0))
+    for index in fresh:  # shards 1/3, 2/3, 3/3 one after the other, each spending all it may
+        siblings = [usd for other, usd in fresh.items() if other != index]
+        fresh[index] = budget / 3 - counted_beside(3, budget / 3, [], siblings)
+    assert sum(fresh.values()) == pytest.approx(budget)
