@@ -12,10 +12,17 @@ Phases: start-up (interpreter, CLI, settings; up to the manifest's opening), loa
 store, including the manifest's second read that builds them), execution (the engine: feeder,
 workers, checkpoint and ledger commits; opening the run: prices, client), ledger (the ledger
 Parquet), export (the results Parquet), other (between steps, what the CLI prints, exit).
-For each: CPU microseconds per item, and the peak resident set when it ended.
+For each: CPU microseconds per item, and memory: the process's peak resident set when the phase
+ended (``ru_maxrss``), the highest resident set sampled while the phase was the innermost one
+running (a thread reads /proc/self/statm every 10 ms), the resident set and the bytes Arrow's
+memory pool held when it ended; with ``--tracemalloc``, also the peak of Python's own allocations
+while it ran (tracemalloc slows the run two- to threefold; its CPU figures are then not comparable).
+
+A fourth run, ``--runs edit``, changes one row in the middle of the manifest after the resume: the
+manifest no longer only grew, so the whole manifest is planned again (its memory must stay flat too).
 
     .venv/bin/python benchmarks/cli_phases.py                  # 20,000 items
-    .venv/bin/python benchmarks/cli_phases.py --items 100000
+    .venv/bin/python benchmarks/cli_phases.py --items 200000 --runs new,edit
     .venv/bin/python benchmarks/cli_phases.py --profile /tmp/phases   # cProfile files too, per run
 """
 
@@ -28,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc  # imported here: an import inside the clock would re-enter it
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,23 +68,44 @@ WRAPPED = [
 
 
 class Clock:
-    """CPU seconds charged to the innermost running phase; peak RSS noted as each phase ends."""
+    """CPU seconds charged to the innermost running phase; memory noted as each phase ends."""
 
     def __init__(self) -> None:
         self.cpu = dict.fromkeys(PHASES, 0.0)
         self.peak_kb: dict[str, int] = {}
+        self.sampled_kb: dict[str, int] = {}  # highest RSS sampled while the phase was innermost
+        self.end_kb: dict[str, int] = {}  # RSS when the phase last ended
+        self.arrow_kb: dict[str, int] = {}  # bytes Arrow's pool held when the phase last ended
+        self.python_kb: dict[str, int] = {}  # tracemalloc's peak while the phase was innermost
         self.stack = ["start-up"]
         self.mark = time.process_time()
 
     def switch(self, phase: str | None) -> None:
         now = time.process_time()
-        self.cpu[self.stack[-1]] += now - self.mark
+        current = self.stack[-1]
+        self.cpu[current] += now - self.mark
         self.mark = now
+        self._python_peak(current)
         if phase is None:
             ended = self.stack.pop()
             self.peak_kb[ended] = max(self.peak_kb.get(ended, 0), _peak_kb())
+            self.end_kb[ended] = _rss_kb()
+            arrow = sys.modules.get("pyarrow")
+            if arrow is not None:
+                self.arrow_kb[ended] = arrow.total_allocated_bytes() // 1024
         else:
             self.stack.append(phase)
+
+    def _python_peak(self, phase: str) -> None:
+        if tracemalloc.is_tracing():
+            peak = tracemalloc.get_traced_memory()[1] // 1024
+            self.python_kb[phase] = max(self.python_kb.get(phase, 0), peak)
+            tracemalloc.reset_peak()
+
+    def sample(self) -> None:
+        """Note the resident set against the phase running now (from a thread, every 10 ms)."""
+        phase = self.stack[-1]
+        self.sampled_kb[phase] = max(self.sampled_kb.get(phase, 0), _rss_kb())
 
     def enter(self, phase: str) -> None:
         if phase != "imports" and self.stack == ["start-up"]:
@@ -91,6 +120,22 @@ def _peak_kb() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+def _start_sampler(clock: Clock) -> None:
+    import threading
+
+    def sample() -> None:
+        while True:
+            clock.sample()
+            time.sleep(0.01)
+
+    threading.Thread(target=sample, daemon=True, name="rss-sampler").start()
 
 
 def _wrap(clock: Clock, function: object, phase: str) -> object:
@@ -147,6 +192,9 @@ def child(result_path: Path, arguments: list[str]) -> None:
         return module
 
     bootstrap._find_and_load = find_and_load  # type: ignore[attr-defined]
+    if os.environ.get("RELAYBATCH_PHASES_TRACEMALLOC"):
+        tracemalloc.start()
+    _start_sampler(clock)
     code = 0
     try:
         from relaybatch.cli import app
@@ -167,15 +215,48 @@ def child(result_path: Path, arguments: list[str]) -> None:
     finally:
         clock.switch("other")
         clock.switch(None)
-        result_path.write_text(json.dumps({"cpu": clock.cpu, "peak_kb": clock.peak_kb, "exit": code}))
+        figures = {
+            "cpu": clock.cpu,
+            "peak_kb": clock.peak_kb,
+            "sampled_kb": clock.sampled_kb,
+            "end_kb": clock.end_kb,
+            "arrow_kb": clock.arrow_kb,
+            "python_kb": clock.python_kb,
+            "exit": code,
+        }
+        result_path.write_text(json.dumps(figures))
 
 
 # -- the parent: emulator, manifest, three runs, the table ----------------------------------
 
 
-def measure(items: int, folder: Path) -> list[tuple[str, dict[str, object], float, int]]:
+RUNS = {
+    "new": "new run",
+    "noop": "no-op re-run",
+    "resume": "resume, 1% new",
+    "edit": "edit, row in the middle",
+}
+
+
+def edit_middle_row(work: Path, items: int) -> None:
+    """Change the prompt of the row in the middle of the manifest, as a user fixing a typo would."""
+    lines = work.read_text(encoding="utf-8").splitlines(keepends=True)
+    middle = items // 2
+    lines[middle] = lines[middle].replace("say something short", "say something else")
+    work.write_text("".join(lines), encoding="utf-8")
+
+
+def measure(items: int, folder: Path, runs: list[str]) -> list[tuple[str, dict[str, object], float, int]]:
     sys.path.insert(0, str(HERE / "peers"))
-    from bench import BENCH_KEY, PROJECT_PYTHON, Scenario, ServedEmulator, emulator_config, write_work
+    from bench import (
+        BENCH_KEY,
+        CONCURRENCY,
+        PROJECT_PYTHON,
+        Scenario,
+        ServedEmulator,
+        emulator_config,
+        write_work,
+    )
     from cli_end_to_end import RESUME_SHARE, append_rows
 
     work = write_work(items, folder)
@@ -183,11 +264,15 @@ def measure(items: int, folder: Path) -> list[tuple[str, dict[str, object], floa
     scenario = Scenario("open", items, rpm=0, latency=0.0, injected_429_rate=0.0)
     measured = []
     with ServedEmulator(emulator_config(scenario, folder)) as emulator:
-        for name in ("new run", "no-op re-run", f"resume, {RESUME_SHARE:.0%} new"):
-            if name.startswith("resume"):
+        for run in ["new", *[run for run in runs if run != "new"]]:
+            name = RUNS[run]
+            if run == "resume":
                 append_rows(work, items, max(1, int(items * RESUME_SHARE)))
-            result = folder / f"{name.split()[0].strip(',')}.json"
+            if run == "edit":
+                edit_middle_row(work, items)
+            result = folder / f"{run}.json"
             arguments = ["run", str(work), "--runs-dir", str(runs_dir), "--base-url", emulator.url]
+            arguments += ["--concurrency", str(CONCURRENCY)]  # as benchmarks/cli_end_to_end.py runs it
             command = [str(PROJECT_PYTHON), str(Path(__file__)), "--child", str(result), "--", *arguments]
             environment = {**os.environ, "RELAYBATCH_API_KEY": BENCH_KEY}
             started = time.monotonic()
@@ -206,18 +291,28 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
         peaks: dict[str, int] = figures["peak_kb"]  # type: ignore[assignment]
         total = sum(cpu.values())
         print(f"\n{name}: {items:,} items, wall {wall:.1f} s, CPU {total:.1f} s, exit {figures['exit']}")
-        print("| phase | CPU s | CPU us/item | share | peak RSS at its end, MB |")
-        print("|---|---|---|---|---|")
+        names = ("peak_kb", "sampled_kb", "end_kb", "arrow_kb", "python_kb")
+        memory = [figures.get(name, {}) for name in names]
+        print(
+            "| phase | CPU s | CPU us/item | share | peak RSS at its end, MB | highest RSS sampled in it, MB "
+            "| RSS at its end, MB | Arrow pool at its end, MB | Python peak in it (tracemalloc), MB |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
         for phase in PHASES:
             seconds = cpu.get(phase, 0.0)
-            peak = peaks.get(phase)
+            cells = [_mb(figure.get(phase)) for figure in memory]  # type: ignore[attr-defined]
             print(
                 f"| {phase} | {seconds:.2f} | {seconds / items * 1e6:,.0f} | {seconds / total:.0%} | "
-                f"{'' if peak is None else f'{peak / 1024:.0f}'} |"
+                + " | ".join(cells)
+                + " |"
             )
         peak_mb = max(peaks.values()) / 1024
-        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} |")
+        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | |")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
+
+
+def _mb(kib: int | None) -> str:
+    return "" if kib is None else f"{kib / 1024:.0f}"
 
 
 def main() -> None:
@@ -226,12 +321,21 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=20_000)
+    parser.add_argument(
+        "--runs",
+        default="new,noop,resume",
+        help=f"Comma-separated runs, in this order, after a new run: {', '.join(RUNS)}",
+    )
     parser.add_argument("--profile", help="Also write a cProfile file (CPU clock) per run: PATH.<run>")
+    parser.add_argument("--tracemalloc", action="store_true", help="Python's own peak per phase (slow)")
     args = parser.parse_args()
     if args.profile:
         os.environ["RELAYBATCH_PHASES_PROFILE"] = args.profile
+    if args.tracemalloc:
+        os.environ["RELAYBATCH_PHASES_TRACEMALLOC"] = "1"
+    runs = [run for run in RUNS if run in args.runs.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-phases-") as folder:
-        report(measure(args.items, Path(folder)))
+        report(measure(args.items, Path(folder), runs))
 
 
 if __name__ == "__main__":

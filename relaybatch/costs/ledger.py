@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from relaybatch.arrow_memory import release_unused
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
@@ -382,6 +383,7 @@ def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_RO
             if gathered >= batch_rows:
                 writer.write_table(pa.concat_tables(pending))
                 pending, gathered = [], 0
+                release_unused()  # each row group's buffers go back (arrow_memory.py)
         if pending:
             writer.write_table(pa.concat_tables(pending))
     return path

@@ -1,8 +1,10 @@
 """Results Parquet, one file per job, rebuilt from the checkpoint store at any time.
 
-Each file is written in row groups of ``ROWS_PER_PART`` rows (memory stays flat on million-item
-jobs) to a temporary name in the same folder, then renamed: a reader or a crash never sees half
-a file. Rows are built column by column, a batch at a time, never all in memory.
+Each file is written in row groups of ``ROWS_PER_PART`` rows to a temporary name in the same
+folder, then renamed: a reader or a crash never sees half a file. Memory stays flat on
+million-item jobs: items are read in rowid order without a sort, through a small page cache
+(``CheckpointStore.scanning``), and turned into Arrow columns ``CONVERT_ROWS`` at a time (Python
+values are the bulky part: about 3 KB per row), which a row group gathers.
 
 Columns are typed (result_columns.py has them and which kinds get which): carried input columns
 keep their type (``input_<name>``), typed judgment answers are flattened per question
@@ -26,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from relaybatch.arrow_memory import release_unused
 from relaybatch.engine.result_columns import (
     READER,
     TIMESTAMP_TYPE,
@@ -40,7 +43,11 @@ from relaybatch.lean_imports import arrow_without_pandas
 
 arrow_without_pandas()  # the exports hand pyarrow lists, never pandas objects
 
-ROWS_PER_PART = 10_000
+ROWS_PER_PART = 10_000  # rows per row group of a results file
+# Rows held as Python values at a time, then converted to Arrow. 10,000 at once (a whole row group)
+# cost about 45 MB of peak memory more than 1,000 (chat items; benchmarks/RESULTS.md, issue 19
+# target 2); below 1,000 the per-batch costs of the conversion begin to show.
+CONVERT_ROWS = 1_000
 
 
 def write_parquet_atomically(table: pa.Table, path: Path) -> None:
@@ -135,7 +142,7 @@ def _carried_value(value: Any, data_type: pa.DataType) -> Any:
 
 
 class _Batch:
-    """Column values of up to ``ROWS_PER_PART`` rows, appended item by item (an item's decoded
+    """Column values of up to ``CONVERT_ROWS`` rows, appended item by item (an item's decoded
     result is dropped as soon as its values are taken), turned into one record batch."""
 
     def __init__(self, layout: _Layout, schema: pa.Schema) -> None:
@@ -203,15 +210,25 @@ def _timestamp(text: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _parts(store: CheckpointStore, job: str, layout: _Layout, schema: pa.Schema) -> Iterator[pa.Table]:
+    """The job's current items in rowid order, as tables of ``ROWS_PER_PART`` rows (the last one
+    shorter), each gathered from record batches of at most ``CONVERT_ROWS`` rows."""
+    pending: list[pa.RecordBatch] = []
+    gathered = 0
     batch = _Batch(layout, schema)
     for item in store.iter_current_items(job, columns=_ITEM_COLUMNS):
         batch.add(item)
-        if batch.rows >= ROWS_PER_PART:
-            yield batch.record_batch()
+        if batch.rows >= CONVERT_ROWS or gathered + batch.rows >= ROWS_PER_PART:
+            pending.append(batch.record_batch())
+            gathered += batch.rows
             batch = _Batch(layout, schema)
+            if gathered >= ROWS_PER_PART:
+                part, pending, gathered = pa.Table.from_batches(pending, schema), [], 0
+                yield part  # held here no longer: the caller frees it once written
     if batch.rows:
-        yield batch.record_batch()
+        pending.append(batch.record_batch())
+    if pending:
+        yield pa.Table.from_batches(pending, schema)
 
 
 @contextlib.contextmanager
@@ -243,7 +260,9 @@ def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
     ):
         wrote = False
         for part in _parts(store, job, layout, schema):
-            writer.write_batch(part)
+            writer.write_table(part, row_group_size=ROWS_PER_PART)
+            del part  # its buffers go back with the rest of what the row group freed
+            release_unused()
             wrote = True
         if not wrote:
             writer.write_table(schema.empty_table())
@@ -255,7 +274,9 @@ def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
     items are kept in the store, never exported); files of jobs it no longer has are removed."""
     for stale in results_dir.glob(".*.parquet.tmp-*") if results_dir.exists() else []:
         stale.unlink(missing_ok=True)  # left by an export that crashed half-way
-    written = [export_job(store, job, results_dir / f"{safe_file_name(job)}.parquet") for job in store.jobs()]
+    with store.scanning():  # every item is read once: a big page cache would only fill up
+        jobs = store.jobs()
+        written = [export_job(store, job, results_dir / f"{safe_file_name(job)}.parquet") for job in jobs]
     for old in set(results_dir.glob("*.parquet")) - set(written):
         old.unlink()
     return written

@@ -104,11 +104,16 @@ _RUN_COLUMNS_ADDED = (
 )
 # plan_rows.kind: what a digest is of.
 PLANNED_KEY, PLANNED_ID = 0, 1
+# Page cache of a writer's connection, in KiB (see __init__), and of whole-table reads (``scanning``).
+CACHE_KIB = 32_000
+SCAN_CACHE_KIB = 2_000
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
 # Columns read for an item about to be sent or polled (not the result, which can be large).
 WORK_COLUMNS = "rowid, key, item_id, job, kind, request, state, attempts, remote_id"
+# The column that orders ``iter_items``'s merged streams (a name no item column has).
+_ORDER = "rowid_order_"
 # The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
 _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 
@@ -173,7 +178,7 @@ class CheckpointStore:
         connection.execute("PRAGMA busy_timeout=10000")
         # A 32 MB page cache keeps a million-item table's index pages in memory; checkpointing the
         # WAL every ~16 MB instead of every 4 MB halves the time commits spend copying pages.
-        connection.execute("PRAGMA cache_size=-32000")
+        connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         connection.execute("PRAGMA wal_autocheckpoint=4000")
         self.db = sqlite_utils.Database(connection)
         self._create_tables()
@@ -241,6 +246,18 @@ class CheckpointStore:
             "create table if not exists plan_rows (kind integer, digest integer, job integer, "
             "line integer, primary key (kind, digest)) without rowid"
         )
+
+    @contextlib.contextmanager
+    def scanning(self) -> Iterator[None]:
+        """A small page cache while whole tables are read once (an export): each page is used
+        once, so a big cache would only fill with pages never read again, and memory would grow
+        with the run up to the cache's size. Pages beyond it are freed at once; restored after."""
+        previous = self.db.execute("PRAGMA cache_size").fetchone()[0]
+        self.db.execute(f"PRAGMA cache_size=-{SCAN_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA cache_size={int(previous)}")
 
     @classmethod
     def open_read_only(cls, path: Path) -> CheckpointStore:
@@ -684,25 +701,30 @@ class CheckpointStore:
         limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Items in rowid order as dicts, JSON columns decoded; ``columns`` limits what is read
-        (an export of a million items has no use for each request's text)."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        if job:
-            clauses.append("job = ?")
-            args.append(job)
-        if states:
-            clauses.append(f"state in ({','.join('?' for _ in states)})")
-            args.extend(states)
-        where = f" where {' and '.join(clauses)}" if clauses else ""
+        (an export of a million items has no use for each request's text).
+
+        Read without sorting, so memory stays flat however many items match: the indexes hold
+        each (job, state)'s items in rowid order, and SQLite merges those ordered streams (one
+        ``union all`` arm per state). ``state in (...)`` with ``order by rowid`` would sort every
+        matching row, text and all, in memory up to the page cache's size (32 MB) and in
+        temporary files beyond it: the export's memory then grew with the run (benchmarks/RESULTS.md,
+        issue 19 target 2)."""
         selected = ", ".join(columns or ["*"])
-        if limit is not None:
-            where += " order by rowid limit ?"
-            args.append(limit)
+        job_clause, job_args = ("job = ? and ", [job]) if job else ("", [])
+        if states:
+            arm = f"select rowid as {_ORDER}, {selected} from items where {job_clause}state = ?"
+            sql = " union all ".join(arm for _ in states)
+            args: list[Any] = [value for state in states for value in (*job_args, state)]
         else:
-            where += " order by rowid"
-        cursor = self.db.conn.execute(f"select {selected} from items{where}", args)
-        names = [description[0] for description in cursor.description]
-        for values in cursor:
+            where = " where job = ?" if job else ""
+            sql, args = f"select rowid as {_ORDER}, {selected} from items{where}", job_args
+        sql += f" order by {_ORDER}"
+        if limit is not None:
+            sql += " limit ?"
+            args.append(limit)
+        cursor = self.db.conn.execute(sql, args)
+        names = [description[0] for description in cursor.description][1:]
+        for _, *values in cursor:
             yield _decoded(dict(zip(names, values, strict=True)))
 
     def export_profile(self, job: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any] | None]]:

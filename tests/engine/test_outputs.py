@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from engine_fakes import FAST, ClientFactory
 from engine_items import chat, every_kind, item
 
-from relaybatch.engine import CheckpointStore, execute, export_results
+from relaybatch.engine import CheckpointStore, execute, export_results, outputs
 from relaybatch.engine.outputs import safe_file_name
 
 
@@ -87,3 +88,28 @@ def test_safe_file_names() -> None:
     assert safe_file_name("../../x") == "x"
     assert safe_file_name("daily report") == "daily_report"
     assert safe_file_name("...") == "job"
+
+
+def test_export_converts_bounded_batches_into_whole_row_groups(
+    store: CheckpointStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python values of a few rows at a time (memory stays flat), row groups of ROWS_PER_PART."""
+    monkeypatch.setattr(outputs, "CONVERT_ROWS", 3)
+    monkeypatch.setattr(outputs, "ROWS_PER_PART", 7)
+    converted: list[int] = []
+    record_batch = outputs._Batch.record_batch
+
+    def counted(batch: outputs._Batch) -> pa.RecordBatch:
+        converted.append(batch.rows)
+        return record_batch(batch)
+
+    monkeypatch.setattr(outputs._Batch, "record_batch", counted)
+    store.add_items([chat(n) for n in range(20)])
+
+    [path] = export_results(store, tmp_path)
+
+    assert max(converted) == 3 and sum(converted) == 20
+    metadata = pq.ParquetFile(path).metadata
+    assert [metadata.row_group(index).num_rows for index in range(metadata.num_row_groups)] == [7, 7, 6]
+    ids = pq.read_table(path, columns=["item_id"]).column("item_id").to_pylist()
+    assert ids == [f"chat-{n}" for n in range(20)]

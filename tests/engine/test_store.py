@@ -8,6 +8,7 @@ import pytest
 from engine_items import chat
 
 from relaybatch.engine import Change, CheckpointStore
+from relaybatch.engine.store import CACHE_KIB, SCAN_CACHE_KIB
 
 
 def test_items_are_added_once_and_keep_their_state(store: CheckpointStore) -> None:
@@ -276,3 +277,34 @@ def test_work_pages_and_the_pending_probe_skip_jobs_held_by_their_budget(store: 
     assert [row.job for row in store.work_page("pending", 0, 10, skip_jobs=["answers"])] == ["covers"] * 2
     assert store.has_state("pending") and not store.has_state("pending", skip_jobs=["covers"])
     assert store.has_state("sending", skip_jobs=["covers"])
+
+
+def test_items_of_several_states_come_in_rowid_order_without_a_sort(store: CheckpointStore) -> None:
+    store.add_items([chat(n) for n in range(1, 9)])
+    for n in (2, 5, 7):
+        store.transition(chat(n).key, "sending")
+    store.transition(chat(5).key, "failed", last_error="400 bad")
+    statements: list[str] = []
+    store.db.conn.set_trace_callback(statements.append)
+
+    rows = list(store.iter_items("job", ["pending", "sending", "failed"], columns=["item_id", "state"]))
+    limited = list(store.iter_items(states=["sending", "pending"], columns=["item_id"], limit=3))
+
+    store.db.conn.set_trace_callback(None)
+    assert [row["item_id"] for row in rows] == [f"chat-{n}" for n in range(1, 9)]
+    assert rows[4] == {"item_id": "chat-5", "state": "failed"}
+    assert limited == [{"item_id": "chat-1"}, {"item_id": "chat-2"}, {"item_id": "chat-3"}]
+    # A whole-run read must stream: an "order by" that needs a temporary B-tree holds every
+    # matching row (text and all) in memory before the first one comes out.
+    for sql in [statement for statement in statements if statement.startswith("select")]:
+        plan = " / ".join(row[3] for row in store.db.conn.execute("explain query plan " + sql))
+        assert "TEMP B-TREE" not in plan, (sql, plan)
+
+
+def test_scanning_shrinks_the_page_cache_and_restores_it(store: CheckpointStore) -> None:
+    def cache_kib() -> int:
+        return -int(store.db.execute("pragma cache_size").fetchone()[0])
+
+    with store.scanning():
+        assert cache_kib() == SCAN_CACHE_KIB
+    assert cache_kib() == CACHE_KIB > SCAN_CACHE_KIB
