@@ -9,7 +9,11 @@ a user types it, start-up, validation, checkpoint, execution, results, ledger an
 - disk: bytes per item of every file the run leaves (checkpoint, cost store, results, ledger);
 - a no-op re-run of the finished run (target <= 3 s);
 - a resume of the run after 1 % new rows are appended to its manifest: seconds from spawn to the
-  first request the emulator sees (target <= 3 s), and the whole process.
+  first request the emulator sees (target <= 3 s), and the whole process;
+- a resume of a run interrupted at 99 % (a second new run of the same manifest, stopped with
+  SIGINT once 99 % of its requests were answered), manifest unchanged: seconds to the first new
+  request (target 4 of issue 19: <= 3 s) and the whole process (``--skip-interrupted`` leaves
+  it out: it costs a second full run).
 
 The emulator is ``benchmarks/peers/emulator_server.py`` in its own process (it notes the moment of
 the first public request on the machine's monotonic clock, which this process shares).
@@ -22,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,6 +57,7 @@ TARGET_PEAK_MB = 250
 TARGET_MEMORY_GROWTH = 1.1
 TARGET_START_SECONDS = 3.0
 RESUME_SHARE = 0.01
+INTERRUPT_AT = 0.99  # share of answered requests at which the interrupted run gets SIGINT
 
 
 @dataclass
@@ -67,12 +74,17 @@ class Size:
     run: Process | None = None
     rerun: Process | None = None
     resume: Process | None = None
+    interrupted: Process | None = None  # the run stopped at 99 %
+    interrupted_resume: Process | None = None
     completed: int = 0
     disk: Counter[str] = field(default_factory=Counter)
 
 
-def relaybatch_run(work: Path, runs_dir: Path, emulator: ServedEmulator, log: Path) -> Process:
-    """One ``relaybatch run`` process, timed from spawn to exit, with the first request it caused."""
+def relaybatch_run(
+    work: Path, runs_dir: Path, emulator: ServedEmulator, log: Path, stop_after: int | None = None
+) -> Process:
+    """One ``relaybatch run`` process, timed from spawn to exit, with the first request it caused;
+    with ``stop_after``, SIGINT once the emulator has answered that many more requests."""
     relaybatch = PROJECT_PYTHON.with_name("relaybatch")
     command = [str(relaybatch), "run", str(work), "--runs-dir", str(runs_dir), "--base-url", emulator.url]
     if (
@@ -82,9 +94,14 @@ def relaybatch_run(work: Path, runs_dir: Path, emulator: ServedEmulator, log: Pa
         command += ["--concurrency", str(CONCURRENCY)]
     httpx.post(f"{emulator.url}/_bench/first", timeout=30)
     environment = {**os.environ, "RELAYBATCH_API_KEY": BENCH_KEY}
+    answered_before = answered(emulator)
     with log.open("a") as output:
         spawned = time.monotonic()
         process = subprocess.Popen(command, stdout=output, stderr=output, env=environment)
+        if stop_after is not None:
+            threading.Thread(
+                target=interrupt_after, args=(process, emulator, answered_before + stop_after), daemon=True
+            ).start()
         peak_kb, _ = wait_with_peak_memory(process, timeout=3600)
         seconds = time.monotonic() - spawned
     first = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()["monotonic"]
@@ -94,6 +111,20 @@ def relaybatch_run(work: Path, runs_dir: Path, emulator: ServedEmulator, log: Pa
         exit_code=process.returncode,
         first_request_seconds=None if first is None else first - spawned,
     )
+
+
+def answered(emulator: ServedEmulator) -> int:
+    """Requests the emulator has answered 200 so far."""
+    return int(httpx.get(f"{emulator.url}/_bench/statuses", timeout=30).json().get("200", 0))
+
+
+def interrupt_after(process: subprocess.Popen[bytes], emulator: ServedEmulator, count: int) -> None:
+    """SIGINT the run once the emulator has answered ``count`` requests (a user's Ctrl-C)."""
+    while process.poll() is None:
+        if answered(emulator) >= count:
+            process.send_signal(signal.SIGINT)
+            return
+        time.sleep(0.05)
 
 
 def done_rows(runs_dir: Path) -> int:
@@ -123,7 +154,7 @@ def append_rows(work: Path, items: int, extra: int) -> None:
             handle.write(line.replace(f'"r{number}"', f'"new{number}"').replace("row ", "new row ") + "\n")
 
 
-def measure(items: int, root: Path) -> Size:
+def measure(items: int, root: Path, interrupted: bool = True) -> Size:
     size = Size(items)
     folder = root / f"size-{items}"
     folder.mkdir()
@@ -135,10 +166,17 @@ def measure(items: int, root: Path) -> Size:
         size.completed = done_rows(runs_dir)
         size.disk = disk_use(runs_dir)
         size.rerun = relaybatch_run(work, runs_dir, emulator, log)
+        if interrupted:
+            # The same manifest again, as a new run in its own folder, stopped by SIGINT at 99 %
+            # and resumed unchanged (before the append below changes the manifest).
+            other_runs = folder / "runs-interrupted"
+            stop_after = int(items * INTERRUPT_AT)
+            size.interrupted = relaybatch_run(work, other_runs, emulator, log, stop_after=stop_after)
+            size.interrupted_resume = relaybatch_run(work, other_runs, emulator, log)
         append_rows(work, items, max(1, int(items * RESUME_SHARE)))
         size.resume = relaybatch_run(work, runs_dir, emulator, log)
-    for process in (size.run, size.rerun, size.resume):
-        if process.exit_code != 0:
+    for process in (size.run, size.rerun, size.resume, size.interrupted_resume):
+        if process is not None and process.exit_code != 0:
             print(f"warning: a run of {items} items exited {process.exit_code}; see {log}", flush=True)
     return size
 
@@ -176,6 +214,16 @@ def report(sizes: list[Size]) -> None:
             f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
             f"process {size.resume.seconds:.1f} s, peak {size.resume.peak_mb:.0f} MB"
         )
+        if size.interrupted and size.interrupted_resume:
+            resumed = size.interrupted_resume
+            first = resumed.first_request_seconds
+            print(
+                f"  resume of a run interrupted at {INTERRUPT_AT:.0%} (exit {size.interrupted.exit_code} "
+                f"after {size.interrupted.seconds:.1f} s), manifest unchanged: first request after "
+                f"{'none' if first is None else f'{first:.2f} s'} "
+                f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
+                f"process {resumed.seconds:.1f} s, peak {resumed.peak_mb:.0f} MB"
+            )
     if len(sizes) > 1:
         smallest, largest = sizes[0], sizes[-1]
         assert smallest.run and largest.run
@@ -190,10 +238,15 @@ def report(sizes: list[Size]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", default="20000", help="Comma-separated manifest sizes, smallest first")
+    parser.add_argument(
+        "--skip-interrupted",
+        action="store_true",
+        help="Leave out the run interrupted at 99 %% and its resume",
+    )
     args = parser.parse_args()
     sizes = [int(value) for value in args.items.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-e2e-") as folder:
-        report([measure(items, Path(folder)) for items in sizes])
+        report([measure(items, Path(folder), not args.skip_interrupted) for items in sizes])
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from relaybatch.arrow_memory import release_unused
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
+from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils
 from relaybatch.sqlite_batches import transaction
@@ -40,6 +41,7 @@ CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not
 OUTCOME_UNKNOWN = "outcome unknown"
 EXPORT_BATCH_ROWS = 10_000  # rows per row group of the ledger Parquet
 CONVERT_ROWS = 1_000  # rows read and converted at a time
+LEDGER_EXPORT = "ledger"
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
@@ -233,6 +235,15 @@ class CostStore:
             if_not_exists=True,
         )
         self.db.table("charges").create(_sqlite_columns(), pk="id", if_not_exists=True)
+        # One row counting the writes to charges (with the store's creation time): the ledger
+        # Parquet carries it, so an unchanged store is not exported again (export_marks.py).
+        self.db.execute(
+            "create table if not exists changes (id integer primary key, created_at text, count integer)"
+        )
+        self.db.execute(
+            "insert or ignore into changes (id, created_at, count) values (1, ?, 0)",
+            [datetime.now(UTC).isoformat(timespec="microseconds")],
+        )
 
     def close(self) -> None:
         self.db.conn.close()
@@ -256,6 +267,7 @@ class CostStore:
             # array (sqlite_batches) costs more than twice executemany's binding (measured: 67
             # against 26 us per row in groups of 20, benchmarks/RESULTS.md "End to end").
             self.db.conn.executemany(_UPSERT_SQL, values)
+            self._changed()
 
     def reservations_to_unknown(self) -> int:
         """Reservations an earlier execution left (it ended, or died, with those calls in flight)
@@ -265,7 +277,18 @@ class CostStore:
                 "update charges set outcome = ?, unknown_prices = ?, priced = 0 where outcome = ?",
                 [UNKNOWN, OUTCOME_UNKNOWN, RESERVED],
             )
+            if cursor.rowcount:
+                self._changed()
         return cursor.rowcount
+
+    def _changed(self) -> None:
+        """Inside every transaction that writes charges."""
+        self.db.execute("update changes set count = count + 1 where id = 1")
+
+    def change_mark(self) -> str:
+        """Text that changes whenever the charges may have changed (the ledger's source)."""
+        row = self.db.execute("select created_at, count from changes where id = 1").fetchone()
+        return f"{row[0]}/{row[1]}" if row else ""
 
     def unknown_outcomes(self) -> list[dict[str, Any]]:
         """Rows whose outcome is unknown, oldest first (a person or a later poll may resolve them)."""
@@ -291,6 +314,8 @@ class CostStore:
                     "priced = 1 where id = ? and outcome = ?",
                     [CHARGED, str(charged_usd), str(charged_usd), row_id, UNKNOWN],
                 )
+            if cursor.rowcount:
+                self._changed()
         return cursor.rowcount > 0
 
     def records(self) -> Iterator[dict[str, Any]]:
@@ -368,10 +393,16 @@ _UPSERT_SQL = (
 
 
 def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS) -> Path:
-    """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename."""
+    """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename.
+
+    A ledger already exported from the store as it is now (the change mark in its footer) is kept."""
+    mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
+    if mark and is_current(path, LEDGER_EXPORT, mark):
+        return path
     names = ", ".join(column.name for column in ledger_schema())
     cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
-    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, ledger_schema()) as writer:
+    schema = marked(ledger_schema(), LEDGER_EXPORT, mark) if mark else ledger_schema()
+    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, schema) as writer:
         # Rows are read and converted a thousand at a time and gathered as Arrow columns (compact)
         # into row groups of ``batch_rows``: 10,000 rows as Python tuples cost about 60 MB more
         # of peak memory than the whole rest of a run (benchmarks/RESULTS.md, "End to end").

@@ -38,6 +38,7 @@ from relaybatch.engine.result_columns import (
     columns_for,
 )
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas
 
@@ -48,6 +49,7 @@ ROWS_PER_PART = 10_000  # rows per row group of a results file
 # cost about 45 MB of peak memory more than 1,000 (chat items; benchmarks/RESULTS.md, issue 19
 # target 2); below 1,000 the per-batch costs of the conversion begin to show.
 CONVERT_ROWS = 1_000
+RESULTS_EXPORT = "results"
 
 
 def write_parquet_atomically(table: pa.Table, path: Path) -> None:
@@ -249,10 +251,12 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
-    """Write one job's results file, part by part, under a temporary name; then rename it."""
+def export_job(store: CheckpointStore, job: str, path: Path, mark: str | None = None) -> Path:
+    """Write one job's results file, part by part, under a temporary name; then rename it.
+
+    ``mark``: the store's change mark, taken before reading it, kept in the file's footer."""
     layout = _layout(store, job)
-    schema = layout.schema
+    schema = layout.schema if mark is None else marked(layout.schema, RESULTS_EXPORT, mark)
     with (
         _no_cycle_collection(),
         replaced_atomically(path) as temporary,
@@ -271,12 +275,19 @@ def export_job(store: CheckpointStore, job: str, path: Path) -> Path:
 
 def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
     """One Parquet file per job of the current manifest, one row per item it produces (superseded
-    items are kept in the store, never exported); files of jobs it no longer has are removed."""
+    items are kept in the store, never exported); files of jobs it no longer has are removed.
+
+    A job's file already exported from the store as it is now (its footer carries the store's
+    change mark, export_marks.py) is kept as it is: re-running a finished run rewrites nothing."""
     for stale in results_dir.glob(".*.parquet.tmp-*") if results_dir.exists() else []:
         stale.unlink(missing_ok=True)  # left by an export that crashed half-way
+    mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
     with store.scanning():  # every item is read once: a big page cache would only fill up
-        jobs = store.jobs()
-        written = [export_job(store, job, results_dir / f"{safe_file_name(job)}.parquet") for job in jobs]
+        written = []
+        for job in store.jobs():
+            path = results_dir / f"{safe_file_name(job)}.parquet"
+            current = is_current(path, RESULTS_EXPORT, mark)
+            written.append(path if current else export_job(store, job, path, mark))
     for old in set(results_dir.glob("*.parquet")) - set(written):
         old.unlink()
     return written

@@ -437,6 +437,15 @@ class CheckpointStore:
             self.db.execute("delete from plan_inputs")
             self.db.execute("delete from plan_rows")
 
+    def change_mark(self) -> str:
+        """Text that changes whenever what an export reads may have changed, found by two index
+        probes: every state change writes an event, every new item a higher rowid, a fold of
+        another store a run event; the run's creation time tells a store made afresh apart."""
+        created = self.db.execute("select min(created_at) from runs").fetchone()[0]
+        event = self.db.execute("select max(id) from events").fetchone()[0]
+        item = self.db.execute("select max(rowid) from items").fetchone()[0]
+        return f"{created}/{event or 0}/{item or 0}"
+
     def plan_summary(self) -> dict[str, Any] | None:
         """What the last recorded plan learnt (None: no plan recorded, or a store from before)."""
         try:
@@ -490,6 +499,11 @@ class CheckpointStore:
                 taken = int(cursor.rowcount)
                 if taken:
                     self._forget_plan()  # rows a shard planned, perhaps from another manifest version
+                    # A run event: rows changed without events of their own (change_mark moves).
+                    self.db.execute(
+                        "insert into events (key, state, detail, at) values ('', 'absorbed', ?, ?)",
+                        [json.dumps({"store": str(other), "rows": taken}), now_text()],
+                    )
                 if self.manifest() is None:
                     row = self.db.execute(
                         "select name, settings, manifest_path, manifest_sha256 from other.runs limit 1"

@@ -7,10 +7,11 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
-from cost_builders import sample_rows
+from cost_builders import fill_cost_store, sample_rows, unknown_video_row
 
-from relaybatch.costs import CostStore
+from relaybatch.costs import CostStore, write_ledger
 
 
 def _records(path: Path) -> list[tuple[tuple[str, object, str], ...]]:
@@ -52,3 +53,24 @@ def test_a_group_that_fails_writes_nothing(tmp_path: Path) -> None:
         assert list(store.records()) == []
     finally:
         store.close()
+
+
+def test_the_ledger_of_an_unchanged_cost_store_is_not_written_again(tmp_path: Path) -> None:
+    fill_cost_store(tmp_path)
+    store = CostStore(tmp_path / "costs.sqlite")
+    ledger = tmp_path / "ledger.parquet"
+    write_ledger(store, ledger)
+    inode = ledger.stat().st_ino  # a rewrite (temporary name, then rename) gives a new inode
+
+    write_ledger(store, ledger)
+    assert ledger.stat().st_ino == inode
+
+    store.record(unknown_video_row("clips", "v1", "k1"))
+    write_ledger(store, ledger)
+    assert ledger.stat().st_ino != inode and pq.read_table(ledger).num_rows == 21
+    inode = ledger.stat().st_ino
+    assert store.resolve("k1:create", None)  # settled in place: no new row, still a change
+    write_ledger(store, ledger)
+    assert ledger.stat().st_ino != inode
+    assert "not charged" in pq.read_table(ledger).column("outcome").to_pylist()
+    store.close()
