@@ -438,13 +438,17 @@ class CheckpointStore:
             self.db.execute("delete from plan_rows")
 
     def change_mark(self) -> str:
-        """Text that changes whenever what an export reads may have changed, found by two index
-        probes: every state change writes an event, every new item a higher rowid, a fold of
-        another store a run event; the run's creation time tells a store made afresh apart."""
+        """Text that changes whenever what an export reads may have changed, found by index probes:
+        every state change writes an item event, every new item a higher rowid, a fold of another
+        store an 'absorbed' run event; the run's creation time tells a store made afresh apart."""
         created = self.db.execute("select min(created_at) from runs").fetchone()[0]
-        event = self.db.execute("select max(id) from events").fetchone()[0]
+        # The last event that can change an item (run events such as the limiter's do not), read
+        # backwards from the end: run events come in few at a time.
+        event = self.db.execute(
+            "select id from events where key != '' or state = 'absorbed' order by id desc limit 1"
+        ).fetchone()
         item = self.db.execute("select max(rowid) from items").fetchone()[0]
-        return f"{created}/{event or 0}/{item or 0}"
+        return f"{created}/{event[0] if event else 0}/{item or 0}"
 
     def plan_summary(self) -> dict[str, Any] | None:
         """What the last recorded plan learnt (None: no plan recorded, or a store from before)."""

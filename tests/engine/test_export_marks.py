@@ -19,6 +19,7 @@ def written(path: Path) -> int:
 
 
 def test_results_of_an_unchanged_store_are_not_written_again(store: CheckpointStore, tmp_path: Path) -> None:
+    store.save_run("run")
     store.add_items([chat(1), chat(2), chat(3, job="other")])
     store.transition(chat(1).key, "sending")
     store.transition(chat(1).key, "done", result={"output_text": "one"})
@@ -26,6 +27,8 @@ def test_results_of_an_unchanged_store_are_not_written_again(store: CheckpointSt
     first = export_results(store, results)
     inodes = [written(path) for path in first]
 
+    store.record_run_event("limiter", {"rpm": 1200})  # run events change no item
+    store.record_start()
     again = export_results(store, results)
 
     assert again == first and [written(path) for path in again] == inodes

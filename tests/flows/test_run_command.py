@@ -37,6 +37,8 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     assert emulator.request_count("GET", "/v1/models") == catalog_before + 1
     assert emulator.total_requests == before + 5
     sent_by_first = emulator.total_requests
+    # A rewrite goes to a temporary name, then renames it over the file: a new inode.
+    files = {path: path.stat().st_ino for path in (results, tmp_path / "demo" / "ledger.parquet")}
 
     second = runner.invoke(app, ["run", str(DEMO), "--runs-dir", str(tmp_path)])
 
@@ -45,6 +47,9 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     assert emulator.total_requests == sent_by_first + 1
     assert emulator.request_count("GET", "/v1/models") == catalog_before + 2
     assert "done 3 (0 new)" in second.output
+    # Nothing changed, so neither the results nor the ledger Parquet was written again.
+    assert {path: path.stat().st_ino for path in files} == files
+    assert f"results: {results}" in second.output.replace("\n", "")
 
 
 AMBIGUOUS_PRICE_MANIFEST = """\
