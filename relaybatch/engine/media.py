@@ -4,6 +4,8 @@ Files come three ways: base64 payloads in an answer (images, generate-content pa
 data), the V2 video content route, and links in a finished V1 task's ``data`` (``video_url``,
 ``audio_url``, ``urls`` ...). Links are downloaded the moment the task is seen complete, because
 a real gateway's links expire within hours; the result keeps both the local path and the link.
+A done item whose files are missing (``files_missing``) is polled once more on resume, which
+downloads them again (poller.py, "Missing media").
 """
 
 from __future__ import annotations
@@ -93,6 +95,17 @@ class MediaFiles:
             os.replace(path, renamed)
             path = renamed
         return self.relative(path)
+
+
+def files_missing(run_dir: Path, result: dict[str, Any] | None) -> bool:
+    """Whether a done item of a polled kind lacks its media files: its result lists none (a V1
+    task finished by a relaybatch older than its link downloads), or a listed file is neither in
+    the run folder nor in one of its shards' (merged shards keep their files where they were)."""
+    paths = (result or {}).get("media_paths")
+    if not isinstance(paths, list):
+        return True
+    homes = [run_dir, *sorted(run_dir.glob("shards/*-of-*"))]
+    return not all(any((home / str(path)).is_file() for home in homes) for path in paths)
 
 
 def link_extension(url: str, declared_type: Any, task_type: Any) -> str:

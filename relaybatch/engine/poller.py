@@ -8,6 +8,13 @@ ahead of new submissions. Polls are free and the work behind them is paid, so a 
 an error (anything but a 404 of an unknown id) is asked again with back-off for
 ``error_window_seconds``; then the item fails marked ``RETRY_POLL`` and the next execution polls
 it again (resume.py).
+
+Missing media: every polled kind downloads its files at the poll that sees its work complete. A
+done item of such a kind whose files are missing when an execution starts (a V1 task finished by a
+relaybatch older than V1 downloads, a media folder deleted or moved) is polled once more: that
+poll downloads them as a first completion would, and the item stays done either way (``done ->
+done``), with the new files in its result, or with why they could not be fetched in
+``last_error`` (an expired link, a video the gateway no longer has); the next execution tries again.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from relaybatch.engine.kinds import CALLS, KindNotAvailable
-from relaybatch.engine.media import MediaFiles
+from relaybatch.engine.media import MediaFiles, files_missing
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
 from relaybatch.engine.store import Change, now_text
@@ -33,6 +40,10 @@ if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
 
 REMOTE_CANCELLED_MESSAGE = "cancelled on request: the remote video was deleted (DELETE) before it finished"
+MEDIA_FETCHED_MESSAGE = "media files were missing: downloaded again"
+MEDIA_MISSING_MESSAGE = "media files are missing and could not be downloaded again"
+# The kinds whose work is polled, and whose files are downloaded when it completes.
+POLLED_KINDS = tuple(kind for kind, calls in CALLS.items() if calls.is_async)
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,20 @@ class Poller:
                 cursor = page[-1].rowid
                 for row in page:
                     self.add(row.key, row.kind, row.remote_id or "", state, delay=0.0)
+                    count += 1
+        return count
+
+    def load_missing_media(self) -> int:
+        """Queue done items of polled kinds whose media files are missing (module docstring)."""
+        started = self.execution.kinds_at_start
+        if not any(kind in started and started[kind].finished_before for kind in POLLED_KINDS):
+            return 0  # nothing of these kinds finished: the store is not read
+        count, cursor, run_dir = 0, 0, self.execution.run_dir
+        while page := self.execution.store.done_page(POLLED_KINDS, cursor, 1000):
+            cursor = page[-1][0]
+            for _, key, kind, remote_id, result in page:
+                if remote_id and files_missing(run_dir, result):
+                    self.add(key, kind, remote_id, DONE, delay=0.0)
                     count += 1
         return count
 
@@ -191,6 +216,9 @@ class Poller:
         heapq.heappush(self.heap, entry)
 
     async def _poll(self, entry: _Due) -> None:
+        if entry.state == DONE:
+            await self._fetch_missing_media(entry)
+            return
         execution = self.execution
         write = execution.writer.write
         execution.hook("poll_sending", entry.key)
@@ -233,6 +261,29 @@ class Poller:
             await self._finish(entry, state, answer.result, answer.error)
         execution.hook("poll_committed", entry.key)
 
+    async def _fetch_missing_media(self, entry: _Due) -> None:
+        """One poll of a done item whose files are missing: it downloads them when the remote work
+        is still complete; whatever the answer, the item stays done (module docstring)."""
+        execution = self.execution
+        try:
+            answer = await CALLS[entry.kind].poll(  # type: ignore[misc]
+                execution.client, entry.remote_id, MediaFiles(execution.run_dir, entry.key)
+            )
+        except AuthenticationFailed:
+            execution.run_stopped = execution.run_stopped or STOP_RUN_MESSAGE
+            execution.stop.set()
+            return
+        except (GatewayError, KindNotAvailable, OSError) as error:
+            why = str(error)
+        else:
+            if answer.status == "done":
+                fields = {"result": answer.result, "last_error": None}
+                await execution.writer.write(Change(entry.key, DONE, fields, MEDIA_FETCHED_MESSAGE))
+                return
+            why = answer.error or f"the remote work is {answer.status} now"
+        reason = f"{MEDIA_MISSING_MESSAGE}: {why}"
+        await execution.writer.write(Change(entry.key, DONE, {"last_error": reason}, reason))
+
     async def _finish(
         self, entry: _Due, state: str, result: dict[str, Any] | None, error: str | None
     ) -> None:
@@ -274,7 +325,7 @@ class Poller:
         while self.heap:
             entry = heapq.heappop(self.heap)
             cancel = CALLS[entry.kind].cancel
-            if cancel is None:
+            if cancel is None or entry.state == DONE:  # a done item's video is the user's: kept
                 continue  # V1 tasks have no cancel route: they stay to be polled on resume
             try:
                 await cancel(self.execution.client, entry.remote_id)

@@ -508,6 +508,7 @@ async def execute(
         store, client, settings, limiter=limiter, spend=spend, stop=stop, hook=hook, progress=progress
     )
     execution.poller.load_remote_work()
+    execution.poller.load_missing_media()
     try:
         with fewer_collections():
             await execution.run()

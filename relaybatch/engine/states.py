@@ -10,8 +10,10 @@
     pending | failed | uncertain | done -> superseded       (the manifest no longer produces the item)
     superseded -> pending | done                            (an edit was undone: the item is back)
 
-Two writes keep their state and only change columns: a submitted or polling item whose polls
-keep failing records the reason (``submitted -> submitted``, ``polling -> polling``).
+Some writes keep their state and only change columns: a submitted or polling item whose polls
+keep failing records the reason (``submitted -> submitted``, ``polling -> polling``), and a done
+item of a polled kind whose media files are missing gets them, or the reason it could not
+(``done -> done``; poller.py, "Missing media").
 
 Every transition is one SQLite write, checked against ``ALLOWED`` where it is written
 (``CheckpointStore.apply``): an illegal move raises ``IllegalTransition`` and nothing of its
@@ -46,7 +48,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
     UNCERTAIN: frozenset({PENDING, SUPERSEDED}),
     FAILED: frozenset({PENDING, POLLING, SUPERSEDED}),
-    DONE: frozenset({SUPERSEDED}),
+    DONE: frozenset({DONE, SUPERSEDED}),
     CANCELLED: frozenset({SUPERSEDED}),
     SUPERSEDED: frozenset({PENDING, DONE}),
 }

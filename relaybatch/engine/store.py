@@ -698,6 +698,22 @@ class CheckpointStore:
             sql += f" and job not in ({','.join('?' for _ in skip_jobs)})"
         return self.db.execute(sql + " limit 1", args).fetchone() is not None
 
+    def done_page(
+        self, kinds: Collection[str], after_rowid: int, limit: int
+    ) -> list[tuple[int, str, str, str | None, dict[str, Any] | None]]:
+        """Up to ``limit`` done items of ``kinds`` after ``after_rowid``, in rowid order:
+        (rowid, key, kind, remote_id, result)."""
+        marks = ",".join("?" for _ in kinds)
+        sql = (
+            f"select rowid, key, kind, remote_id, result from items "
+            f"where state = ? and kind in ({marks}) and rowid > ? order by rowid limit ?"
+        )
+        rows = self.db.execute(sql, [DONE, *kinds, after_rowid, limit]).fetchall()
+        return [
+            (rowid, key, kind, remote, _decoded({"result": result})["result"])
+            for rowid, key, kind, remote, result in rows
+        ]
+
     def retryable_failures(self, retry: int = RETRY_SEND) -> list[str]:
         """Keys of failed items another try could fix: ``RETRY_SEND`` (attempts ran out on a
         retryable error) or ``RETRY_POLL`` (paid remote work whose polls kept failing)."""

@@ -1,0 +1,119 @@
+"""Done items of polled kinds (V2 videos, V1 tasks) whose media files are missing get them on the
+next execution: one poll, which downloads as a first completion does; nothing is created again and
+the item stays done, with the reason recorded when the files cannot be fetched any more."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from engine_fakes import FAST, ClientFactory
+from engine_items import video, video_v1
+from starlette.applications import Starlette
+from test_v1_media import FakeGateway, client_for
+
+from relaybatch.engine import CheckpointStore, execute, export_results
+from relaybatch.engine.media import files_missing
+from relaybatch.engine.poller import MEDIA_FETCHED_MESSAGE, MEDIA_MISSING_MESSAGE
+
+
+def _as_an_older_relaybatch_left_it(store: CheckpointStore) -> None:
+    """V1 results as relaybatch wrote them before V1 downloads: the task only, no file listed."""
+    connection = sqlite3.connect(store.path)
+    with connection:
+        connection.execute("update items set result = json_remove(result, '$.media_paths', '$.media_urls')")
+    connection.close()
+    for path in (store.path.parent / "media").iterdir():
+        path.unlink()
+
+
+def _requests(app: Starlette, method: str, prefix: str) -> int:
+    counts = app.state.emulator.requests.counts
+    return sum(n for (m, path, _), n in counts.items() if m == method and path.startswith(prefix))
+
+
+async def test_v1_items_finished_before_v1_downloads_get_their_files_on_resume(
+    store: CheckpointStore, make_client: ClientFactory, fast_app: Starlette, tmp_path: Path
+) -> None:
+    store.add_items([video_v1(1), video_v1(2)])
+    assert (await execute(store, make_client(), settings=FAST)).counts == {"done": 2}
+    _as_an_older_relaybatch_left_it(store)
+    creates = _requests(fast_app, "POST", "/v1/")
+    assert all(files_missing(store.path.parent, item["result"]) for item in store.iter_items())
+
+    summary = await execute(store, make_client(), settings=FAST)
+
+    assert summary.counts == {"done": 2} and summary.sent == 0
+    assert _requests(fast_app, "POST", "/v1/") == creates  # polled and downloaded, never created again
+    for item in store.iter_items():
+        [path] = item["result"]["media_paths"]
+        assert (store.path.parent / path).read_bytes()[4:8] == b"ftyp"
+        assert item["last_error"] is None
+        assert [event["detail"] for event in store.events(item["key"])][-1] == MEDIA_FETCHED_MESSAGE
+    rows = pq.read_table(export_results(store, tmp_path / "results")[0]).to_pylist()
+    assert all(row["media_paths"] and row["media_urls"] for row in rows)
+
+
+async def test_a_deleted_v2_video_is_downloaded_again_and_files_on_disk_are_left_alone(
+    store: CheckpointStore, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    store.add_items([video(1), video(2)])
+    assert (await execute(store, make_client(), settings=FAST)).counts == {"done": 2}
+    first, second = store.iter_items()
+    deleted = store.path.parent / first["result"]["media_paths"][0]
+    deleted.unlink()
+    polls = _requests(fast_app, "GET", "/v2/videos/")
+    on_disk = _requests(fast_app, "GET", f"/v2/videos/{second['remote_id']}")
+
+    summary = await execute(store, make_client(), settings=FAST)
+
+    assert summary.counts == {"done": 2} and summary.sent == 0
+    assert deleted.read_bytes()[4:8] == b"ftyp"
+    # One poll and one download of the deleted one; nothing for the video still on disk.
+    assert _requests(fast_app, "GET", "/v2/videos/") == polls + 2
+    assert _requests(fast_app, "GET", f"/v2/videos/{second['remote_id']}") == on_disk
+
+    await execute(store, make_client(), settings=FAST)  # all on disk: nothing asked at all
+    assert _requests(fast_app, "GET", "/v2/videos/") == polls + 2
+
+
+async def test_files_that_cannot_be_fetched_again_leave_the_item_done_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    task = {"id": "task-1", "status": "completed", "type": "image_generation", "data": {"url": "/gone"}}
+    gateway = FakeGateway(task)
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    try:
+        item = video_v1(1)
+        store.add_items([item])
+        connection = sqlite3.connect(store.path)
+        with connection:  # done by an older relaybatch: the task's answer, no files
+            connection.execute(
+                "update items set state = 'done', remote_id = 'task-1', result = json(?)",
+                ['{"remote": {"id": "task-1"}}'],
+            )
+        connection.close()
+
+        async with client_for(gateway) as client:
+            summary = await execute(store, client, settings=FAST)
+
+        assert summary.counts == {"done": 1}
+        stored = store.item(item.key)
+        assert stored["state"] == "done" and stored["result"] == {"remote": {"id": "task-1"}}
+        assert stored["last_error"].startswith(f"{MEDIA_MISSING_MESSAGE}: ")
+        assert "gateway.example/gone" in gateway.authorized  # it was tried
+        assert files_missing(store.path.parent, stored["result"])  # so the next execution tries again
+    finally:
+        store.close()
+
+
+def test_files_missing_reads_the_result_and_the_shard_folders(tmp_path: Path) -> None:
+    assert files_missing(tmp_path, None)
+    assert files_missing(tmp_path, {"remote": {}})  # finished before downloads: nothing listed
+    assert not files_missing(tmp_path, {"media_paths": []})  # a task with no files: nothing to fetch
+    assert files_missing(tmp_path, {"media_paths": ["media/k-0.mp4"]})
+    merged = tmp_path / "shards" / "2-of-2" / "media" / "k-0.mp4"
+    merged.parent.mkdir(parents=True)
+    merged.write_bytes(b"x")  # a merged shard's file stays in the shard's folder
+    assert not files_missing(tmp_path, {"media_paths": ["media/k-0.mp4"]})
