@@ -9,7 +9,11 @@ Three ways the run can know the account's limit, each at 1,200 and at 120 reques
                                                                                               -> 0 429s
 
 The emulator runs in this process (httpx.ASGITransport) with its sliding 60 s window per account;
-every request carries ``x-emulator-fault: latency=0.3``; the engine runs 64 workers. Limit use =
+every request carries ``x-emulator-fault: latency=0.3`` (after the window admits it); the engine
+runs 64 workers. ``--jitter J`` delays each request's arrival at the emulator by a uniform random
+0 to J seconds, as a network does, so arrivals bunch and reorder; the figures then also give the
+most arrivals the gateway saw in any 60 s and in any 1 s, against the limit and its per-second
+rate (what a sliding minute window and a per-second meter would count). Limit use =
 successful answers to requests sent in the first ``--seconds`` after the first request, divided by
 what the limit allows in that time. The target is stated for a 2-minute run (``--seconds 120``, the
 default): a shorter run is not the target's figure, because the sliding window lets the whole first
@@ -17,13 +21,15 @@ minute's limit through at once. The scenarios run side by side in one event loop
 fast clock), so all six take about ``--seconds``.
 
     .venv/bin/python benchmarks/cold_start.py [--seconds 120] [--limits 1200,120]
-        [--modes reported,only-429,configured]
+        [--modes reported,only-429,configured] [--jitter 0.2]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import random
 import shutil
 import tempfile
 from decimal import Decimal
@@ -56,12 +62,42 @@ class WithoutRateHeaders(httpx.AsyncBaseTransport):
         return httpx.Response(response.status_code, headers=kept, stream=response.stream)
 
 
-async def scenario(mode: str, limit: int, seconds: float, folder: Path) -> dict[str, float]:
+class JitteredArrival(httpx.AsyncBaseTransport):
+    """A network between client and gateway: each request arrives 0 to ``jitter`` s after it is
+    sent (uniformly at random), so arrivals bunch and overtake each other. Notes arrival times."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, jitter: float, seed: int) -> None:
+        self.inner = inner
+        self.jitter = jitter
+        self.random = random.Random(seed)
+        self.arrived_at: list[float] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.jitter > 0:
+            await asyncio.sleep(self.random.uniform(0.0, self.jitter))
+        self.arrived_at.append(asyncio.get_running_loop().time())
+        return await self.inner.handle_async_request(request)
+
+
+def most_in_any_window(times: list[float], seconds: float) -> int:
+    """The largest number of ``times`` inside any half-open window of ``seconds``."""
+    ordered = sorted(times)
+    return max(
+        (index + 1 - bisect.bisect_right(ordered, at - seconds) for index, at in enumerate(ordered)),
+        default=0,
+    )
+
+
+async def scenario(
+    mode: str, limit: int, seconds: float, folder: Path, jitter: float = 0.0
+) -> dict[str, float]:
     config = load_config()
     config.accounts.append(
         AccountConfig(name="cold", api_keys=[KEY], balance_usd=Decimal("1000"), rate_limit_rpm=limit)
     )
     transport: httpx.AsyncBaseTransport = httpx.ASGITransport(app=create_app(config))
+    arrivals = JitteredArrival(transport, jitter, seed=limit)
+    transport = arrivals
     if mode != "reported":
         transport = WithoutRateHeaders(transport)
     bucket = RecordingBucket(limit if mode == "configured" else None)
@@ -93,6 +129,10 @@ async def scenario(mode: str, limit: int, seconds: float, folder: Path) -> dict[
         "429_first_second": sum(1 for at in limited if at - first < 1.0),
         "429_share": len(limited) / max(1, len(bucket.answers)),
         "rate": bucket.requests_per_minute or 0.0,
+        # What the gateway saw: arrivals, 429s included (a refused request takes no slot, but a
+        # per-second meter may count it): the most in any 60 s and in any 1 s.
+        "most_60s": most_in_any_window(arrivals.arrived_at, 60.0),
+        "most_1s": most_in_any_window(arrivals.arrived_at, 1.0),
     }
 
 
@@ -107,13 +147,15 @@ def report(mode: str, limit: int, seconds: float, result: dict[str, float]) -> s
         f"{mode:10} {limit:5} rpm: {result['429']:.0f} 429s of {result['responses']:.0f} answers "
         f"= {result['429_share']:.2%} ({result['429_first_second']:.0f} in the first second; {verdict_429}); "
         f"use {result['ok']:.0f} ok in {seconds:.0f} s = {result['use']:.2%} of the limit "
-        f"(target >= 99 %, ratio {result['use'] / 0.99:.3f}); bucket at the end {result['rate']:.1f} rpm"
+        f"(target >= 99 %, ratio {result['use'] / 0.99:.3f}); bucket at the end {result['rate']:.1f} rpm; "
+        f"most arrivals in any 60 s {result['most_60s']:.0f} (limit {limit}), "
+        f"in any 1 s {result['most_1s']:.0f} (limit/60 = {limit / 60:g})"
     )
 
 
-async def run_all(modes: list[str], limits: list[int], seconds: float, folder: Path) -> None:
+async def run_all(modes: list[str], limits: list[int], seconds: float, folder: Path, jitter: float) -> None:
     cases = [(mode, limit) for limit in limits for mode in modes]
-    results = await asyncio.gather(*(scenario(mode, limit, seconds, folder) for mode, limit in cases))
+    results = await asyncio.gather(*(scenario(mode, limit, seconds, folder, jitter) for mode, limit in cases))
     for (mode, limit), result in zip(cases, results, strict=True):
         print(report(mode, limit, seconds, result), flush=True)
 
@@ -125,6 +167,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--limits", default="1200,120")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--jitter", type=float, default=0.0, help="each arrival delayed by 0 to JITTER s at random"
+    )
     options = parser.parse_args()
     modes = options.modes.split(",")
     unknown = set(modes) - set(MODES)
@@ -133,7 +178,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="cold-start-"))
     try:
         limits = [int(limit) for limit in options.limits.split(",")]
-        asyncio.run(run_all(modes, limits, options.seconds, folder))
+        print(f"arrival jitter 0 to {options.jitter:g} s", flush=True)
+        asyncio.run(run_all(modes, limits, options.seconds, folder, options.jitter))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -129,7 +129,7 @@ async def run(count: int, rpm: int, render_seconds: float, after_submit: float, 
     end = time.monotonic()
     first, last = recorder.creates[0], recorder.creates[-1]
     submit_rpm = (len(recorder.creates) - 1) / max(1e-9, last - first) * 60
-    guaranteed = rpm * 0.99 * (1 - POLL_SHARE)
+    guaranteed = rpm * (1 - POLL_SHARE)
     during, after = largest_gaps(recorder, last, end)
     polls = sum(len(times) for times in recorder.polls.values())
     print(

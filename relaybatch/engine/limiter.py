@@ -1,27 +1,36 @@
-"""The shared adaptive token bucket: one per run, every gateway request takes a token.
+"""The shared adaptive limiter: one per run, every gateway request passes it.
 
-Requests per second = the smaller of the configured limit and the limit the gateway reports
-(``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit`` on a 429). A 429 that spent
-the window (no requests remain, or no count given), or an answer saying no requests remain, pauses
-every waiter until the reported reset and empties the bucket, so the whole run slows down together
-rather than each worker discovering the limit on its own. A 429 whose answer says requests remain
-is not the window's (an upstream or injected 429, another client's burst): it holds everyone only
-for its own ``retry-after`` or a short back-off, and keeps the tokens earned meanwhile.
+The limit is the smaller of the configured one and the one the gateway reports
+(``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit{rpm, qps}`` on a 429), used in
+full rather than discounted: a request goes when the run's own send times admit it
+(``send_windows``): fewer than the limit in the trailing minute plus a jitter margin, and the
+per-second pace (qps) in half-second batches. So a sliding or fixed minute window at the gateway
+never sees more than the limit, and over two minutes nearly twice the limit goes through.
+``x-ratelimit-remaining-requests`` caps what goes before its ``x-ratelimit-reset-requests``
+(less the requests still on their way): the gateway's count is the truth when another process,
+or an earlier run, shares the key.
 
-Cold start with no limit known (none configured, none reported yet): the bucket climbs a ladder of
-request counts per trailing minute instead of opening wide. It sends one request and waits for the
-answer (a gateway that reports its limit on every answer is then followed with no 429 at all);
+A 429 that spent the window (no requests remain, or no count given), or an answer saying no
+requests remain, pauses every waiter until the reported reset, then sends resume one at a time at
+the pace, so the whole run slows down together rather than each worker discovering the limit on
+its own. When the run's own sends fill the window the 429 names, the window frees exactly as they
+leave it, and nobody waits out the whole-second Retry-After on top. A 429 whose answer says
+requests remain is not the window's (an upstream or injected 429, another client's burst): it
+holds everyone only for its own ``retry-after`` or a short back-off.
+
+Cold start with no limit known (none configured, none reported yet): the limiter climbs a ladder
+of request counts per trailing minute instead of opening wide. It sends one request and waits for
+the answer (a gateway that reports its limit on every answer is then followed with no 429 at all);
 then it lets the minute's count rise at full speed to the next rung, sends one probe alone at each
 rung, and climbs only when the probe is answered. The rungs are the gateway's published plan
 limits (6, 30, 120, 300, 600 per minute), then doubling, so against a window that reports its
 limit only in a 429 the first window fills exactly at the limit and one probe gets the one 429
 that names it. A custom limit between two rungs can still see up to the requests in flight at
-that moment refused once. A configured limit starts at 99 % of itself with one token, so a
-sliding window never sees more than the limit in the first minute.
+that moment refused once. A configured limit applies from the first request.
 
-Submissions and polls wait in two queues. Tokens go to whichever queue is furthest behind its
+Submissions and polls wait in two queues. Sends go to whichever queue is furthest behind its
 share (weighted fair queueing), and a queue with nobody waiting lends its share to the other, so
-polls never starve submissions, submissions never starve polls, and no token is left unused.
+polls never starve submissions, submissions never starve polls, and no send is left unused.
 """
 
 from __future__ import annotations
@@ -35,24 +44,22 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows
 from relaybatch.gateway.retry import MAX_SERVER_WAIT_SECONDS, ServerHints, read_server_hints
 from relaybatch.limiting import RequestPurpose
 
 Lane = Literal["submit", "poll"]
 
-# Keep just under a known limit: jitter (the network's, or a busy event loop's) bunches requests
-# together on arrival, and a sliding window counts arrivals. Tried 0.995 (benchmarks/cold_start.py):
-# 0.1-0.4 points more of the limit used, and a 429 in a configured 1,200 rpm run on a busy machine.
-SAFETY_FACTOR = 0.99
 # A 429 without any hint of the limit halves the rate; each clean second then wins back this
 # fraction of the ceiling, so the rate converges back instead of staying low for the whole run.
 DECREASE_FACTOR = 0.5
 RECOVERY_PER_SECOND = 0.02
 # Pause after a 429 that names no reset time: long enough for a per-second window to roll over.
+# Also how long a remaining count without a reset time is trusted.
 DEFAULT_PAUSE_SECONDS = 1.0
 # A 429 while the window still admits requests says nothing about our rate: everyone holds back
 # this long (or the answer's retry-after, capped), then carries on at the same rate. A hold up to
-# one second costs no throughput: the bucket keeps earning during it (its capacity is 1 s).
+# one second costs no throughput: the per-second rule lets the held second's sends catch up.
 NOT_WINDOW_HOLD_SECONDS = 0.5
 MAX_NOT_WINDOW_HOLD_SECONDS = 5.0
 # A granted request with no answer after this long (a dropped connection) stops counting as in flight.
@@ -61,7 +68,9 @@ UNANSWERED_TTL_SECONDS = 60.0
 OPEN_BUCKET_FALLBACK_RPM = 600.0
 # The cold-start ladder: one request first, then the published plan limits, then doubling.
 LIMIT_RUNGS = (1, 6, 30, 120, 300, 600)
-WINDOW_SECONDS = 60.0
+# A reported qps is the per-minute limit restated ("about" rpm / 60) unless it differs by more
+# than its rounding to hundredths; only a lower per-second limit paces the run more slowly.
+QPS_ROUNDING = 0.005 + 1e-9
 # While a probe is out nothing else is granted; the dispatcher looks again this often.
 PROBE_RECHECK_SECONDS = 0.005
 
@@ -87,6 +96,12 @@ def _reported_rpm(hints: ServerHints, rate_limit: Mapping[str, Any] | None) -> f
     return hints.limit_requests
 
 
+def _reported_qps(rate_limit: Mapping[str, Any] | None) -> float | None:
+    if rate_limit and isinstance(rate_limit.get("qps"), int | float) and rate_limit["qps"] > 0:
+        return float(rate_limit["qps"])
+    return None
+
+
 @dataclass
 class LimiterStats:
     granted: dict[str, int]
@@ -96,11 +111,13 @@ class LimiterStats:
 
 
 class AdaptiveTokenBucket:
-    """A token bucket shared by every request of a run; implements ``relaybatch.limiting.Limiter``.
+    """The run's limiter, shared by every request; implements ``relaybatch.limiting.Limiter``.
 
-    ``requests_per_minute`` None means not configured (learned from the gateway); ``burst`` is the
-    bucket's capacity; ``poll_share`` the fraction of tokens reserved for polls when both wait.
-    ``clock`` and ``sleep`` are injectable so tests run on a fake clock.
+    ``requests_per_minute`` None means not configured (learned from the gateway); ``burst`` is
+    the most requests sent together (default: the per-second rate, at least 1); ``poll_share`` the
+    fraction of requests reserved for polls when both wait; ``window_margin`` the arrival jitter
+    the minute window allows for. ``clock`` and ``sleep`` are injectable so tests run on a fake
+    clock. (The name stays from when it was a token bucket: the public API.)
     """
 
     def __init__(
@@ -109,29 +126,30 @@ class AdaptiveTokenBucket:
         *,
         burst: float | None = None,
         poll_share: float = 0.3,
+        window_margin: float = JITTER_MARGIN_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not 0.0 < poll_share < 1.0:
             raise ValueError("poll_share must be between 0 and 1 (exclusive)")
         configured = requests_per_minute if requests_per_minute and requests_per_minute > 0 else None
-        self._configured = configured * SAFETY_FACTOR if configured else None
+        self._configured = configured
         self._learned: float | None = None
-        self._burst_setting = burst
+        self._learned_qps: float | None = None  # a per-second limit below rpm / 60, if reported
+        self._burst = burst
         self._shares: dict[Lane, float] = {"submit": 1.0 - poll_share, "poll": poll_share}
         self._clock = clock
         self._sleep = sleep
-        self._ceiling = self._configured  # the rate the bucket converges back to
-        self._rate_per_minute = self._configured  # current rate; None = open
-        # One token, not a full bucket: a full one on top of a minute at the rate is over the limit.
-        self._tokens = min(1.0, self._capacity())
-        self._refilled_at = clock()
-        # The cold-start climb (None once a limit is known): the current rung, and grant times in
-        # the trailing minute.
-        self._rung: int | None = LIMIT_RUNGS[0] if self._configured is None else None
-        self._recent: deque[float] = deque()
+        self._ceiling = configured  # the limit: what the minute window counts against
+        self._rate_per_minute = configured  # the pace now (below the ceiling after a bare 429)
+        self._windows = SendWindows(window_margin)
+        # The cold-start climb (None once a limit is known): the current rung.
+        self._rung: int | None = LIMIT_RUNGS[0] if configured is None else None
         self._paused_until = 0.0
         self._last_decrease = -math.inf
+        # What the gateway's last remaining count still admits, and until when that count holds.
+        self._room: float | None = None
+        self._room_until = 0.0
         self._queues: dict[Lane, deque[asyncio.Future[None]]] = {"submit": deque(), "poll": deque()}
         self._virtual_time: dict[Lane, float] = {"submit": 0.0, "poll": 0.0}
         self._dispatcher: asyncio.Task[None] | None = None
@@ -147,14 +165,20 @@ class AdaptiveTokenBucket:
 
     @property
     def requests_per_minute(self) -> float | None:
-        """The rate the bucket currently allows; None while no limit is known."""
+        """The rate the limiter currently allows; None while no limit is known."""
         return self._rate_per_minute
+
+    def _per_second(self) -> float | None:
+        """The pace: the rate per second, or a lower per-second limit the gateway reported."""
+        if self._rate_per_minute is None:
+            return None
+        pace = self._rate_per_minute / 60.0
+        return min(pace, self._learned_qps) if self._learned_qps is not None else pace
 
     def poll_budget_per_second(self) -> float | None:
         """Polls per second guaranteed when submissions also wait; None when unlimited."""
-        if self._rate_per_minute is None:
-            return None
-        return self._rate_per_minute / 60.0 * self._shares["poll"]
+        pace = self._per_second()
+        return None if pace is None else pace * self._shares["poll"]
 
     def limit_source(self) -> str:
         """Where the current rate comes from, for the progress display: ``configured``,
@@ -206,11 +230,11 @@ class AdaptiveTokenBucket:
         if reported is None and self._rung is not None and status == 429:
             # A spent window that does not name its limit during the climb: it admitted what we
             # sent this minute, which was the rung at most.
-            reported = float(max(1, self._trailing_count()))
+            reported = float(max(1, self._windows.count(self._clock())))
         if reported is not None:
-            if self._learned != reported * SAFETY_FACTOR:  # a new limit: remember who said so
+            if self._learned != reported:  # a new limit: remember who said so
                 self._learned_from = "429" if status == 429 else "headers"
-            self._learn(reported)
+            self._learn(reported, _reported_qps(rate_limit))
         elif self._rung is not None:
             self._climb()
         remaining = hints.remaining_requests
@@ -221,14 +245,16 @@ class AdaptiveTokenBucket:
                 return
             if reported is None:
                 self._decrease()
+            elif self._window_is_ours():
+                return  # the window frees as our own sends leave it: the minute rule waits for that
             self._pause(hints.wait() or DEFAULT_PAUSE_SECONDS)
             return
-        if remaining is not None:
-            if remaining <= 0:
-                if hints.reset_requests:
-                    self._pause(hints.reset_requests)
-            elif self._rate_per_minute is not None:
-                self._cap_to_remaining(remaining)
+        if remaining is None:
+            self._room = None  # no count on this answer: the windows alone decide
+        elif self._rate_per_minute is not None:
+            # None remaining: nobody goes before the reset (on a sliding window, when its oldest
+            # request leaves it: the windows then follow it, not a burst).
+            self._cap_to_remaining(remaining, hints.reset_requests)
         self._recover()
 
     def _not_the_windows_429(self, remaining: float, hints: ServerHints) -> None:
@@ -236,9 +262,14 @@ class AdaptiveTokenBucket:
         stays and nobody waits for the window's reset (up to 60 s on a sliding window). Everyone
         holds back briefly, as the answer asks; the refused request's own retry waits its own delay."""
         self.not_window_429s += 1
-        self._cap_to_remaining(remaining)
+        self._cap_to_remaining(remaining, hints.reset_requests)
         hint = hints.retry_after
         self._hold(min(NOT_WINDOW_HOLD_SECONDS if hint is None else hint, MAX_NOT_WINDOW_HOLD_SECONDS))
+
+    def _window_is_ours(self) -> bool:
+        """Our own sends in the trailing minute fill the limit the 429 named: the gateway's
+        window holds ours (arrivals come after sends), and frees as they leave our wider window."""
+        return self._ceiling is not None and self._windows.count(self._clock()) >= self._ceiling
 
     # -- rate learning ------------------------------------------------------------------------
 
@@ -246,36 +277,31 @@ class AdaptiveTokenBucket:
         """An answer with no limit in it during the cold-start climb: a probe that went through
         (nothing else unanswered, the minute's count at the rung) proves the limit is higher."""
         assert self._rung is not None
-        count = self._trailing_count()
+        count = self._windows.count(self._clock())
         if not self._unanswered and count > self._rung:
             self._rung = next_rung(count)
-
-    def _trailing_count(self) -> int:
-        horizon = self._clock() - WINDOW_SECONDS
-        while self._recent and self._recent[0] <= horizon:
-            self._recent.popleft()
-        return len(self._recent)
 
     def _climb_allows(self) -> bool:
         """Below the rung: go. At it: one probe alone (past the rung), once everything sent has
         been answered; its answer proves the limit is above the rung, or names it."""
         assert self._rung is not None
-        return self._trailing_count() < self._rung or not self._unanswered
+        return self._windows.count(self._clock()) < self._rung or not self._unanswered
 
-    def _learn(self, reported_rpm: float) -> None:
+    def _learn(self, reported_rpm: float, reported_qps: float | None) -> None:
         if self._rung is not None:
-            # Leaving the climb: what was sent this minute is spent; no burst on top of it.
+            # Leaving the climb: the minute window counts what the climb sent, so what is spent
+            # stays spent, and no burst goes on top of it.
             self._rung = None
-            self._recent.clear()
-            self._rate_per_minute = reported_rpm * SAFETY_FACTOR
-            self._tokens, self._refilled_at = 0.0, self._clock()
-        self._learned = reported_rpm * SAFETY_FACTOR
+            self._rate_per_minute = reported_rpm
+        if reported_qps is not None and reported_qps < reported_rpm / 60.0 - QPS_ROUNDING:
+            self._learned_qps = reported_qps
+        self._learned = reported_rpm
         ceiling = min(limit for limit in (self._configured, self._learned) if limit)
         if ceiling == self._ceiling:
             return
         self._ceiling = ceiling
         if self._rate_per_minute is None or self._rate_per_minute > ceiling:
-            self._set_rate(ceiling)
+            self._rate_per_minute = ceiling
         # A rate below a raised ceiling (after a 429) climbs back in _recover, not in one jump.
 
     def _decrease(self) -> None:
@@ -285,10 +311,10 @@ class AdaptiveTokenBucket:
         self._last_decrease = now
         current = self._rate_per_minute
         if current is None:
-            # Open bucket and a 429 with no hint at all: assume the highest published plan.
+            # Open limiter and a 429 with no hint at all: assume the highest published plan.
             current = OPEN_BUCKET_FALLBACK_RPM
             self._ceiling = current
-        self._set_rate(max(1.0, current * DECREASE_FACTOR))
+        self._rate_per_minute = max(1.0, current * DECREASE_FACTOR)
 
     def _recover(self) -> None:
         if self._rate_per_minute is None or self._ceiling is None or self._rate_per_minute >= self._ceiling:
@@ -297,70 +323,58 @@ class AdaptiveTokenBucket:
         if elapsed > 1.0:
             step = self._ceiling * RECOVERY_PER_SECOND * min(elapsed, 5.0)
             self._last_decrease = self._clock()
-            self._set_rate(min(self._ceiling, self._rate_per_minute + step))
-
-    def _set_rate(self, requests_per_minute: float) -> None:
-        self._refill()
-        self._rate_per_minute = requests_per_minute
-        self._tokens = min(self._tokens, self._capacity())
+            self._rate_per_minute = min(self._ceiling, self._rate_per_minute + step)
 
     def _pause(self, seconds: float) -> None:
         until = self._clock() + min(seconds, MAX_SERVER_WAIT_SECONDS)
         if until > self._paused_until:
             self._paused_until = until
             self.pauses += 1
-        self._tokens = min(self._tokens, 0.0)  # after the pause: ramp up at the rate, no burst
-        self._refilled_at = max(self._refilled_at, until)
+        pace = self._per_second()
+        if pace is not None:  # after the pause: one at a time at the pace, no burst
+            self._windows.ramp_from(self._paused_until, pace, self._burst)
 
     def _hold(self, seconds: float) -> None:
-        """Nobody goes for ``seconds``; unlike ``_pause`` the bucket keeps earning meanwhile."""
+        """Nobody goes for ``seconds``; unlike ``_pause`` the held second's sends may catch up."""
         until = self._clock() + seconds
         if until > self._paused_until:
             self._paused_until = until
 
-    # -- the bucket ---------------------------------------------------------------------------
+    def _cap_to_remaining(self, remaining: float, reset: float | None) -> None:
+        """The server's count is the truth: until its reset, send no more than the requests it
+        still admits, less those already on their way (it counted the answered one, not them)."""
+        self._room = remaining - len(self._unanswered)
+        self._room_until = self._clock() + (reset if reset is not None else DEFAULT_PAUSE_SECONDS)
 
-    def _capacity(self) -> float:
-        if self._burst_setting is not None:
-            return max(1.0, self._burst_setting)
-        if self._rate_per_minute is None:
-            return math.inf
-        return max(1.0, self._rate_per_minute / 60.0)  # one second of requests
+    # -- admission ------------------------------------------------------------------------------
 
-    def _refill(self) -> None:
-        now = self._clock()
-        if self._rate_per_minute is None:
-            self._tokens = math.inf
-        elif now > self._refilled_at:
-            earned = (now - self._refilled_at) * self._rate_per_minute / 60.0
-            self._tokens = min(self._capacity(), self._tokens + earned)
-        self._refilled_at = max(self._refilled_at, now)
+    def _next_send_at(self, now: float) -> float:
+        """When the windows and the gateway's remaining count next admit a send (>= now)."""
+        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst)
+        if self._room is not None:
+            if now >= self._room_until:
+                self._room = None  # the count is stale: the window has moved on since
+            elif self._room < 1.0:
+                at = max(at, self._room_until)
+        return at
 
     def _take_token(self) -> bool:
-        if self._clock() < self._paused_until:
+        now = self._clock()
+        if now < self._paused_until:
             return False
         if self._rung is not None:
             return self._climb_allows()
-        self._refill()
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
+        return self._next_send_at(now) <= now
 
     def _granted(self, lane: Lane) -> None:
         self.granted[lane] += 1
         now = self._clock()
-        if self._rung is not None:
-            self._recent.append(now)
+        self._windows.record(now)
+        if self._room is not None:
+            self._room -= 1.0
         self._unanswered.append(now)
         while self._unanswered and self._unanswered[0] < now - UNANSWERED_TTL_SECONDS:
             self._unanswered.popleft()
-
-    def _cap_to_remaining(self, remaining: float) -> None:
-        """The server's count is the truth: never hold more tokens than the requests it still
-        admits, less those already on their way. Tokens may go below zero: a debt to wait out."""
-        self._refill()
-        self._tokens = min(self._tokens, remaining - len(self._unanswered))
 
     def _seconds_until_token(self) -> float:
         now = self._clock()
@@ -368,15 +382,13 @@ class AdaptiveTokenBucket:
             return self._paused_until - now
         if self._rung is not None:
             return PROBE_RECHECK_SECONDS  # waiting for an answer, or for the minute to move on
-        if self._rate_per_minute is None:
-            return 0.0
-        return max(0.0, (1.0 - self._tokens) * 60.0 / self._rate_per_minute)
+        return self._next_send_at(now) - now
 
     @property
     def unanswered(self) -> int:
         return len(self._unanswered)
 
-    # -- the dispatcher: hands tokens to waiters, fairest lane first --------------------------
+    # -- the dispatcher: hands sends to waiters, fairest lane first -----------------------------
 
     def _start_dispatcher(self) -> None:
         if self._dispatcher is None or self._dispatcher.done():
@@ -392,7 +404,7 @@ class AdaptiveTokenBucket:
         return min(waiting, key=lambda lane: self._virtual_time[lane])
 
     def _grant_ready(self) -> Lane | None:
-        """Hand out every token available now; return the lane still waiting, if any."""
+        """Let every send go that may go now; return the lane still waiting, if any."""
         while (lane := self._next_lane()) is not None:
             if not self._take_token():
                 return lane

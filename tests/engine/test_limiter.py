@@ -10,7 +10,7 @@ import pytest
 from engine_fakes import FakeClock
 
 from relaybatch.engine import AdaptiveTokenBucket
-from relaybatch.engine.limiter import SAFETY_FACTOR, next_rung
+from relaybatch.engine.limiter import next_rung
 from relaybatch.gateway.retry import RetryPolicy, parse_duration, retry_delay
 
 
@@ -38,12 +38,12 @@ def test_parse_duration(text: str | None, seconds: float | None) -> None:
 
 
 async def test_configured_rate_is_enforced_after_the_burst(clock: FakeClock) -> None:
-    limiter = bucket(clock, 120, burst=1)  # 99 % of 2 per second
+    limiter = bucket(clock, 120, burst=1)  # 2 per second, one at a time
 
     times = await grant_times(limiter, clock, ["submit"] * 21)
 
     assert times[0] == 1000.0  # the first token is in the bucket already
-    assert max(times) - min(times) == pytest.approx(20 * 60 / (120 * SAFETY_FACTOR), abs=0.01)
+    assert max(times) - min(times) == pytest.approx(20 * 60 / (120), abs=0.01)
 
 
 async def test_cold_start_sends_one_request_then_follows_the_limit_its_answer_reports(
@@ -64,7 +64,7 @@ async def test_cold_start_sends_one_request_then_follows_the_limit_its_answer_re
         },
     )
     await asyncio.gather(*waiters)
-    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(600)
     assert limiter.rate_limited == 0
 
 
@@ -117,7 +117,7 @@ async def test_a_limit_reported_only_in_a_429_costs_one_429(clock: FakeClock, li
 
     assert statuses.count(429) == 1
     assert statuses.index(429) == limit  # the first window filled exactly: nothing left unused
-    assert limiter.requests_per_minute == pytest.approx(limit * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(limit)
 
 
 @pytest.mark.parametrize("limit", [120, 1200])
@@ -143,7 +143,7 @@ async def test_a_limit_configured_too_high_is_lowered_by_the_reported_one(clock:
 
     limiter.observe(200, {"X-RateLimit-Limit-Requests": "1200"})
 
-    assert limiter.requests_per_minute == pytest.approx(1200 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(1200)
 
 
 async def test_a_reported_limit_above_the_configured_one_is_not_adopted(clock: FakeClock) -> None:
@@ -151,7 +151,7 @@ async def test_a_reported_limit_above_the_configured_one_is_not_adopted(clock: F
 
     limiter.observe(200, {"x-ratelimit-limit-requests": "600"})
 
-    assert limiter.requests_per_minute == pytest.approx(120 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(120)
 
 
 async def test_a_429_pauses_every_waiter_until_the_reset(clock: FakeClock) -> None:
@@ -165,10 +165,10 @@ async def test_a_429_pauses_every_waiter_until_the_reset(clock: FakeClock) -> No
     )
     times = await grant_times(limiter, clock, ["submit", "poll", "submit"])
 
-    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(300)
     assert limiter.rate_limited == 1
     assert min(times) >= 1005.0  # nobody goes before the reset
-    assert max(times) - min(times) == pytest.approx(2 * 60 / (300 * SAFETY_FACTOR), abs=0.01)
+    assert max(times) - min(times) == pytest.approx(2 * 60 / (300), abs=0.01)
 
 
 async def test_remaining_zero_pauses_until_the_reset(clock: FakeClock) -> None:
@@ -191,14 +191,14 @@ async def test_a_429_without_hints_halves_the_rate_then_converges_back(clock: Fa
     limiter = bucket(clock, 600)
 
     limiter.observe(429, {})
-    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(300)
     limiter.observe(429, {})  # the same burst of 429s: one signal
-    assert limiter.requests_per_minute == pytest.approx(300 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(300)
 
     for _ in range(200):
         clock.now += 1.5
         limiter.observe(200, {})
-    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(600)
 
 
 async def test_polls_and_submissions_share_tokens_by_the_configured_split(clock: FakeClock) -> None:
@@ -225,7 +225,7 @@ async def test_an_idle_lane_lends_its_share(clock: FakeClock) -> None:
     await grant_times(limiter, clock, ["poll"] * 61)
 
     # The full rate, not 30 % of it.
-    assert clock.now - start == pytest.approx(60 * 60 / (600 * SAFETY_FACTOR), abs=0.05)
+    assert clock.now - start == pytest.approx(60 * 60 / (600), abs=0.05)
 
 
 async def test_a_cancelled_waiter_does_not_use_a_token(clock: FakeClock) -> None:
@@ -243,22 +243,40 @@ async def test_a_cancelled_waiter_does_not_use_a_token(clock: FakeClock) -> None
 
 def test_poll_budget_follows_the_rate(clock: FakeClock) -> None:
     limiter = bucket(clock, 120, poll_share=0.5)
-    assert limiter.poll_budget_per_second() == pytest.approx(SAFETY_FACTOR)
+    assert limiter.poll_budget_per_second() == pytest.approx(1.0)
     assert bucket(clock, None).poll_budget_per_second() is None
 
 
-async def test_tokens_never_exceed_what_the_server_still_admits(clock: FakeClock) -> None:
-    limiter = bucket(clock, 600, burst=10)  # 10 tokens ready, 10 per second
+async def test_sends_never_exceed_what_the_server_still_admits_before_its_reset(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=10)  # 10 at once, 10 per second
     await limiter.acquire()  # one request on its way
 
-    limiter.observe(200, {"x-ratelimit-limit-requests": "606", "x-ratelimit-remaining-requests": "3"})
+    limiter.observe(
+        200,
+        {
+            "x-ratelimit-limit-requests": "606",
+            "x-ratelimit-remaining-requests": "3",
+            "x-ratelimit-reset-requests": "2.5s",
+        },
+    )
     await limiter.acquire()  # the in-flight count went back to 0: 3 slots left
     await limiter.acquire()
     await limiter.acquire()
     before = clock.now
     await limiter.acquire()
 
-    assert clock.now - before == pytest.approx(0.1, abs=0.01)  # the 4th waited for a new token
+    assert clock.now - before == pytest.approx(2.5, abs=0.01)  # the 4th waited for the reset
+
+
+async def test_a_remaining_count_without_a_reset_holds_for_a_second(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=10)
+    await limiter.acquire()
+    await limiter.acquire()  # two on their way
+
+    limiter.observe(200, {"x-ratelimit-remaining-requests": "1"})  # the other one takes that slot
+    await limiter.acquire()
+
+    assert clock.now == pytest.approx(1001.0, abs=0.01)
 
 
 def sliding_window_headers(remaining: int, reset: str) -> dict[str, str]:
@@ -280,7 +298,7 @@ async def test_a_429_while_requests_remain_holds_briefly_not_until_the_reset(clo
     assert limiter.rate_limited == 1
     assert limiter.not_window_429s == 1
     assert limiter.pauses == 0
-    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)  # learned, not halved
+    assert limiter.requests_per_minute == pytest.approx(600)  # learned, not halved
     assert min(times) == pytest.approx(1000.5, abs=0.01)  # the short hold, not 45 s
     assert max(times) - min(times) < 1.0
 
@@ -307,7 +325,7 @@ async def test_a_hold_for_a_429_that_was_not_the_windows_costs_no_throughput(clo
     await grant_times(held, clock, ["submit"] * 50)
 
     # 50 tokens at ~600 per minute take ~5 s whether or not the run held back for 0.5 s of them.
-    assert clock.now - start == pytest.approx(50 * 60 / (600 * SAFETY_FACTOR), abs=0.15)
+    assert clock.now - start == pytest.approx(50 * 60 / (600), abs=0.15)
 
 
 async def test_a_429_that_spent_the_window_pauses_everyone_until_the_reset(clock: FakeClock) -> None:
@@ -321,7 +339,7 @@ async def test_a_429_that_spent_the_window_pauses_everyone_until_the_reset(clock
 
     assert limiter.not_window_429s == 0
     assert limiter.pauses == 1
-    assert limiter.requests_per_minute == pytest.approx(600 * SAFETY_FACTOR)  # the reported limit is adopted
+    assert limiter.requests_per_minute == pytest.approx(600)  # the reported limit is adopted
     assert min(times) >= 1012.5  # the reset, the shorter of the two waits
     assert min(times) < 1013.0
 
@@ -345,7 +363,7 @@ async def test_a_429_with_only_the_body_limit_keeps_pausing_everyone(clock: Fake
     limiter.observe(429, {}, {"rpm": 120, "qps": 2})
     await limiter.acquire()
 
-    assert limiter.requests_per_minute == pytest.approx(120 * SAFETY_FACTOR)
+    assert limiter.requests_per_minute == pytest.approx(120)
     assert limiter.not_window_429s == 0
     assert clock.now >= 1001.0  # the default pause: the window may be spent
 

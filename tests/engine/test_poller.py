@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from relaybatch.engine import AdaptiveTokenBucket, PollSettings
-from relaybatch.engine.limiter import SAFETY_FACTOR
 from relaybatch.engine.poller import Poller
 
 
@@ -44,10 +43,10 @@ async def test_a_tight_poll_budget_stretches_the_interval_instead_of_overflowing
     for number in range(500):
         polls.add(f"key-{number}", "video", f"video-{number}", "submitted", delay=0)
 
-    assert polls.interval(0) == pytest.approx(500 / (0.6 * SAFETY_FACTOR))
+    assert polls.interval(0) == pytest.approx(500 / 0.6)
 
     polls.submissions_over()  # no submissions left: polls may use the whole rate
-    assert polls.interval(0) == pytest.approx(500 / (2.0 * SAFETY_FACTOR))
+    assert polls.interval(0) == pytest.approx(500 / 2.0)
 
 
 async def test_when_submissions_end_polls_spaced_for_the_share_are_brought_forward() -> None:
@@ -62,6 +61,4 @@ async def test_when_submissions_end_polls_spaced_for_the_share_are_brought_forwa
     # The whole rate (~1.98 polls per second) now carries them: the last is due ~252 s from now,
     # not the ~842 s the poll share alone allowed, and no poll was pushed later.
     assert max(entry.due for entry in polls.heap) < latest
-    assert max(entry.due for entry in polls.heap) - time.monotonic() == pytest.approx(
-        500 / (2 * SAFETY_FACTOR), rel=0.01
-    )
+    assert max(entry.due for entry in polls.heap) - time.monotonic() == pytest.approx(500 / 2, rel=0.01)

@@ -152,12 +152,12 @@ async def test_a_terminal_shows_total_percent_elapsed_rate_429s_limit_and_spend(
     assert "total 9/9 (100.0%)" in text, text
     assert re.search(r"chat\s.*━+\s+8/8\s+100\.0%", text), text
     assert re.search(r"elapsed 0:00:\d\d · \d+\.\d items/s · ETA 0:00:00", text), text
-    assert "429s 2 · retries 2 · limit 119 rpm (headers)" in text, text
+    assert "429s 2 · retries 2 · limit 120 rpm (headers)" in text, text
     assert re.search(r"spent \$0\.\d{4} · unknown \$0\.0000 · reserved \$0\.0000 · budget \$5\.0000", text)
     assert "spent $0.0000" not in text.split("total 9/9")[-1]  # the calls were priced
     # The limiter's story is kept for the dashboard: run-level events when the limit or 429s changed.
     recorded = [json.loads(event["detail"]) for event in store.iter_events() if event["state"] == "limiter"]
-    assert recorded[-1] == {"rpm": pytest.approx(118.8), "source": "headers", "rate_limited": 2}
+    assert recorded[-1] == {"rpm": pytest.approx(120.0), "source": "headers", "rate_limited": 2}
     assert len(recorded) == len({json.dumps(detail, sort_keys=True) for detail in recorded})
 
 
@@ -218,7 +218,7 @@ def test_the_limit_says_where_it_came_from() -> None:
 
     learned = AdaptiveTokenBucket(600)
     learned.observe(200, {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "100"})
-    assert (learned.requests_per_minute, learned.limit_source()) == (pytest.approx(118.8), "headers")
+    assert (learned.requests_per_minute, learned.limit_source()) == (pytest.approx(120.0), "headers")
 
     told_by_429 = AdaptiveTokenBucket(None)
     told_by_429.observe(429, {}, {"rpm": 120})
@@ -227,4 +227,4 @@ def test_the_limit_says_where_it_came_from() -> None:
 
     backed_off = AdaptiveTokenBucket(600)
     backed_off.observe(429, {})  # no hint at all: the rate halves, then climbs back
-    assert (backed_off.requests_per_minute, backed_off.limit_source()) == (pytest.approx(297.0), "429")
+    assert (backed_off.requests_per_minute, backed_off.limit_source()) == (pytest.approx(300.0), "429")

@@ -176,7 +176,7 @@ async def test_metrics_for_requests_tokens_cost_budget_limit_and_load(store: Che
     (left,) = found["relaybatch.budget.remaining"]
     assert left.value == pytest.approx(5 - cost)
     (limit,) = found["relaybatch.limiter.limit"]
-    assert limit.value == pytest.approx(118.8)  # the standard account's 120 rpm, learned from headers
+    assert limit.value == pytest.approx(120.0)  # the standard account's 120 rpm, learned from headers
     for gauge in ("relaybatch.requests.in_flight", "relaybatch.queue.depth", "relaybatch.polling"):
         assert [p.value for p in found[gauge]] == [0], gauge  # the run is over
     assert [p.value for p in found["relaybatch.rate_limited"]] == [0]
@@ -199,7 +199,7 @@ async def test_a_prometheus_endpoint_serves_the_metrics_while_the_run_is_open(
     scraped = samples(answer.text)
     assert scraped[("relaybatch_requests_total", "chat", "charged")] == 3
     assert scraped[("relaybatch_requests_total", "video", "charged")] == 1
-    assert scraped[("relaybatch_limiter_limit_per_min", None, None)] == pytest.approx(118.8)
+    assert scraped[("relaybatch_limiter_limit_per_min", None, None)] == pytest.approx(120.0)
     assert 0 < scraped[("relaybatch_budget_remaining_USD", None, None)] < 5
     assert scraped[("relaybatch_requests_in_flight", None, None)] == 0
     assert scraped[("relaybatch_queue_depth", None, None)] == 0

@@ -1,0 +1,126 @@
+"""The trailing windows that admit each request, alone and against plausible gateways, on virtual time."""
+
+from __future__ import annotations
+
+import pytest
+from gateway_windows import Gateway, Kind, Reports, SimClock, most_in_any, simulate
+
+from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows, burst_size
+
+
+def send_whenever_allowed(
+    windows: SendWindows, seconds: float, per_minute: float, per_second: float
+) -> list[float]:
+    """Sends from t=0 for ``seconds``, each as early as the windows allow."""
+    sent: list[float] = []
+    now = 0.0
+    while True:
+        now = windows.next_send_at(now, per_minute, per_second)
+        if now >= seconds:
+            return sent
+        windows.record(now)
+        sent.append(now)
+
+
+def test_the_minute_holds_the_limit_over_sixty_seconds_plus_the_margin() -> None:
+    windows = SendWindows(margin=0.5)
+    for at in range(120):
+        windows.record(at * 0.01)  # 120 sends in the first 1.2 s
+
+    assert windows.count(1.2) == 120
+    assert windows.minute_allows_at(1.2, 120) == pytest.approx(60.5)  # the first send leaves
+    assert windows.minute_allows_at(1.2, 121) == 1.2
+    assert windows.minute_allows_at(1.2, 119.5) == pytest.approx(60.5)  # 119 at most
+    assert windows.minute_allows_at(1.2, 119) == pytest.approx(60.51)  # 118 at most: two leave
+    assert windows.count(60.5) == 119
+
+
+def test_the_second_sends_half_a_seconds_allowance_together_then_paces() -> None:
+    windows = SendWindows()
+    assert burst_size(20.0) == 10
+    assert burst_size(2.0) == 1
+    assert burst_size(0.1) == 1
+    assert burst_size(20.0, burst=3) == 3
+
+    sent = send_whenever_allowed(windows, 2.0, per_minute=1200, per_second=20.0)
+
+    assert len(sent) == 40  # exactly the pace: 20 per second
+    assert sent[:10] == [0.0] * 10 and sent[10] == pytest.approx(0.5)
+    assert most_in_any(sent, 1.0) == 20
+
+
+def test_over_two_minutes_nearly_twice_the_limit_goes_and_no_sixty_seconds_hold_more() -> None:
+    windows = SendWindows()
+
+    sent = send_whenever_allowed(windows, 120.0, per_minute=1200, per_second=20.0)
+
+    assert len(sent) >= 2 * 1200 * 0.995
+    assert most_in_any(sent, 60.0 + JITTER_MARGIN_SECONDS) == 1200
+
+
+def test_after_a_pause_sends_resume_one_at_a_time_at_the_pace() -> None:
+    windows = SendWindows()
+    windows.record(0.0)
+
+    windows.ramp_from(10.0, per_second=20.0)
+    sent = send_whenever_allowed(windows, 10.26, per_minute=1200, per_second=20.0)
+
+    assert sent == pytest.approx([10.0, 10.05, 10.1, 10.15, 10.2, 10.25])
+
+
+def test_a_limit_below_one_per_second_spaces_sends_over_the_minute() -> None:
+    sent = send_whenever_allowed(SendWindows(), 60.0, per_minute=6, per_second=0.1)
+    assert sent == pytest.approx([0.0, 10.0, 20.0, 30.0, 40.0, 50.0])
+
+
+MINUTE_KINDS: list[Kind] = ["sliding", "fixed"]
+KNOWN: list[Reports] = ["reported", "configured"]
+
+
+@pytest.mark.parametrize("rpm", [120, 1200])
+@pytest.mark.parametrize("reports", KNOWN)
+@pytest.mark.parametrize("kind", [*MINUTE_KINDS, "sliding+second-bucket"])
+async def test_a_known_limit_costs_no_429_with_arrivals_jittered_within_the_margin(
+    kind: Kind, reports: Reports, rpm: int
+) -> None:
+    clock = SimClock()
+
+    outcome = await simulate(Gateway(kind, rpm), reports, 120.0, clock, jitter=0.45)
+
+    assert outcome.refused == 0
+    assert outcome.admitted_within(120.0) >= 2 * rpm * 0.99
+
+
+@pytest.mark.parametrize("rpm", [120, 1200])
+@pytest.mark.parametrize("reports", KNOWN)
+@pytest.mark.parametrize("kind", ["sliding+second-window", "fixed+second-window"])
+async def test_a_known_limit_costs_no_429_against_a_strict_per_second_window(
+    kind: Kind, reports: Reports, rpm: int
+) -> None:
+    clock = SimClock()
+
+    outcome = await simulate(Gateway(kind, rpm), reports, 120.0, clock)
+
+    assert outcome.refused == 0
+    assert outcome.admitted_within(120.0) >= 2 * rpm * 0.99
+
+
+@pytest.mark.parametrize("rpm", [120, 1200])
+@pytest.mark.parametrize("kind", MINUTE_KINDS)
+async def test_a_limit_named_only_in_a_429_costs_one_and_the_minute_is_used(kind: Kind, rpm: int) -> None:
+    clock = SimClock()
+
+    outcome = await simulate(Gateway(kind, rpm), "only-429", 120.0, clock, jitter=0.25)
+
+    assert outcome.refused == 1
+    assert outcome.admitted_within(120.0) >= 2 * rpm * 0.985
+
+
+async def test_a_jitter_wider_than_the_margin_is_what_breaks_the_minute() -> None:
+    # The margin is the guarantee's condition, not slack: arrivals jittered by 3 s against a
+    # 0.5 s margin bunch more than the limit into some minute of a sliding window.
+    clock = SimClock()
+
+    outcome = await simulate(Gateway("sliding", 1200), "configured", 120.0, clock, jitter=3.0)
+
+    assert outcome.refused > 0
