@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows
+from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows, burst_size
 from relaybatch.gateway.retry import MAX_SERVER_WAIT_SECONDS, ServerHints, read_server_hints
 from relaybatch.limiting import RequestPurpose
 
@@ -137,6 +137,8 @@ class AdaptiveTokenBucket:
         self._learned: float | None = None
         self._learned_qps: float | None = None  # a per-second limit below rpm / 60, if reported
         self._burst = burst
+        # Sends the gateway was seen to admit within one second (the cold-start climb's bursts).
+        self._proven_burst: int | None = None
         self._shares: dict[Lane, float] = {"submit": 1.0 - poll_share, "poll": poll_share}
         self._clock = clock
         self._sleep = sleep
@@ -246,7 +248,10 @@ class AdaptiveTokenBucket:
             if reported is None:
                 self._decrease()
             elif self._window_is_ours():
-                return  # the window frees as our own sends leave it: the minute rule waits for that
+                # The window frees as our own sends leave it: the minute rule waits for that. And
+                # the climb's bursts went through, so the gateway meters no second more strictly.
+                self._proven_burst = self._windows.densest(1.0)
+                return
             self._pause(hints.wait() or DEFAULT_PAUSE_SECONDS)
             return
         if remaining is None:
@@ -325,6 +330,15 @@ class AdaptiveTokenBucket:
             self._last_decrease = self._clock()
             self._rate_per_minute = min(self._ceiling, self._rate_per_minute + step)
 
+    def _burst_size(self) -> float | None:
+        """The configured burst; else at least what the gateway admitted in one second, so sends
+        that fell behind the pace (the climb's slow first seconds, replayed a minute later)
+        catch up; else None (half a second at the pace)."""
+        pace = self._per_second()
+        if self._burst is not None or self._proven_burst is None or pace is None:
+            return self._burst
+        return max(self._proven_burst, burst_size(pace))
+
     def _pause(self, seconds: float) -> None:
         until = self._clock() + min(seconds, MAX_SERVER_WAIT_SECONDS)
         if until > self._paused_until:
@@ -332,7 +346,7 @@ class AdaptiveTokenBucket:
             self.pauses += 1
         pace = self._per_second()
         if pace is not None:  # after the pause: one at a time at the pace, no burst
-            self._windows.ramp_from(self._paused_until, pace, self._burst)
+            self._windows.ramp_from(self._paused_until, pace, self._burst_size())
 
     def _hold(self, seconds: float) -> None:
         """Nobody goes for ``seconds``; unlike ``_pause`` the held second's sends may catch up."""
@@ -350,7 +364,7 @@ class AdaptiveTokenBucket:
 
     def _next_send_at(self, now: float) -> float:
         """When the windows and the gateway's remaining count next admit a send (>= now)."""
-        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst)
+        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst_size())
         if self._room is not None:
             if now >= self._room_until:
                 self._room = None  # the count is stale: the window has moved on since

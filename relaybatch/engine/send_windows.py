@@ -71,6 +71,15 @@ class SendWindows:
             self._minute.popleft()
         return len(self._minute)
 
+    def densest(self, seconds: float) -> int:
+        """The most sends inside any ``seconds`` of the trailing window."""
+        most, first = 0, 0
+        for last, at in enumerate(self._minute):
+            while self._minute[first] <= at - seconds:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
     def minute_allows_at(self, now: float, per_minute: float) -> float:
         """The earliest time (>= now) the minute window has room for one more send."""
         over = self.count(now) - math.ceil(per_minute) + 1

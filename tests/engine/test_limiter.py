@@ -376,3 +376,58 @@ def test_the_clients_own_wait_for_a_429_that_was_not_the_windows_is_its_back_off
     assert retry_delay(1, policy, {**sliding_window_headers(400, "45s"), "retry-after": "2"}, 0.0) == 2.0
     assert retry_delay(1, policy, sliding_window_headers(0, "45.000s"), 0.0) == 45.0
     assert retry_delay(1, policy, {"x-ratelimit-reset-requests": "3s"}, 0.0) == 3.0
+
+
+async def test_a_429_the_runs_own_minute_explains_waits_for_the_minute_not_the_retry_after(
+    clock: FakeClock,
+) -> None:
+    # The cold-start climb filled the window exactly; its probe's 429 names the limit. The window
+    # frees when the first of our sends leaves it (60 s + the 0.5 s margin), not a whole second
+    # later as the rounded-up Retry-After would have it.
+    limiter = bucket(clock, None)
+    sent = 0
+    while sent < 120:  # the climb, each answer without a limit: 1, 6, 30, then the rung 120
+        answered = sent
+        while sent < 120:
+            waiter = asyncio.ensure_future(limiter.acquire())
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if not waiter.done():
+                waiter.cancel()
+                break
+            sent += 1
+        for _ in range(sent - answered):
+            limiter.observe(200, {})
+    assert clock.now < 1001.0
+    probe = asyncio.ensure_future(limiter.acquire())
+    await asyncio.sleep(0)
+    assert probe.done()  # one probe alone past the rung
+
+    limiter.observe(429, {"retry-after": "60"}, {"rpm": 120, "qps": 2.0})
+    times = await grant_times(limiter, clock, ["submit"] * 3)
+
+    assert limiter.pauses == 0
+    assert limiter.requests_per_minute == 120
+    assert min(times) == pytest.approx(1060.5, abs=0.01)
+    assert max(times) == pytest.approx(1060.5, abs=0.01)  # the climb's burst, replayed
+
+
+async def test_a_reported_per_second_limit_below_the_minutes_paces_the_run(clock: FakeClock) -> None:
+    limiter = bucket(clock, 600, burst=1)
+    await limiter.acquire()
+    limiter.observe(429, {"x-ratelimit-remaining-requests": "500"}, {"rpm": 600, "qps": 5})
+    assert limiter.poll_budget_per_second() == pytest.approx(5 * 0.3)
+
+    times = await grant_times(limiter, clock, ["submit"] * 11)
+
+    assert max(times) - min(times) == pytest.approx(10 * 0.2, abs=0.01)  # 5 per second, not 10
+
+
+async def test_a_qps_that_only_restates_the_minute_does_not_slow_the_run(clock: FakeClock) -> None:
+    limiter = bucket(clock, None)
+    await limiter.acquire()
+    limiter.observe(429, {}, {"rpm": 100, "qps": 1.67})  # 100 / 60 rounded up
+    assert limiter.poll_budget_per_second() == pytest.approx(100 / 60 * 0.3)
+
+    limiter.observe(429, {}, {"rpm": 50, "qps": 0.83})  # 50 / 60 rounded down
+    assert limiter.poll_budget_per_second() == pytest.approx(50 / 60 * 0.3)
