@@ -10,13 +10,15 @@ never sees more than the limit, and over two minutes nearly twice the limit goes
 (less the requests still on their way): the gateway's count is the truth when another process,
 or an earlier run, shares the key.
 
-A 429 that spent the window (no requests remain, or no count given), or an answer saying no
-requests remain, pauses every waiter until the reported reset, then sends resume one at a time at
-the pace, so the whole run slows down together rather than each worker discovering the limit on
-its own. When the run's own sends fill the window the 429 names, the window frees exactly as they
-leave it, and nobody waits out the whole-second Retry-After on top. A 429 whose answer says
-requests remain is not the window's (an upstream or injected 429, another client's burst): it
-holds everyone only for its own ``retry-after`` or a short back-off.
+A 429 that spent the window (no requests remain, or no count given) pauses every waiter until the
+reported reset, then sends resume one at a time at the pace, so the whole run slows down together
+rather than each worker discovering the limit on its own; an answer saying no requests remain
+holds everyone until its reset. When the run's own sends fill the window the 429 names (the
+cold-start probe below), the window frees exactly as they leave it: nobody waits out the
+whole-second Retry-After on top, and since the gateway admitted the climb's bursts, sends that
+fell behind the pace may catch up in bursts as large. A 429 whose answer says requests remain is
+not the window's (an upstream or injected 429, another client's burst): it holds everyone only
+for its own ``retry-after`` or a short back-off.
 
 Cold start with no limit known (none configured, none reported yet): the limiter climbs a ladder
 of request counts per trailing minute instead of opening wide. It sends one request and waits for
@@ -44,7 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows, burst_size
+from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows
 from relaybatch.gateway.retry import MAX_SERVER_WAIT_SECONDS, ServerHints, read_server_hints
 from relaybatch.limiting import RequestPurpose
 
@@ -58,8 +60,8 @@ RECOVERY_PER_SECOND = 0.02
 # Also how long a remaining count without a reset time is trusted.
 DEFAULT_PAUSE_SECONDS = 1.0
 # A 429 while the window still admits requests says nothing about our rate: everyone holds back
-# this long (or the answer's retry-after, capped), then carries on at the same rate. A hold up to
-# one second costs no throughput: the per-second rule lets the held second's sends catch up.
+# this long (or the answer's retry-after, capped), then carries on at the same rate. A short hold
+# costs little throughput: the per-second rule lets the held half second's sends catch up.
 NOT_WINDOW_HOLD_SECONDS = 0.5
 MAX_NOT_WINDOW_HOLD_SECONDS = 5.0
 # A granted request with no answer after this long (a dropped connection) stops counting as in flight.
@@ -137,8 +139,6 @@ class AdaptiveTokenBucket:
         self._learned: float | None = None
         self._learned_qps: float | None = None  # a per-second limit below rpm / 60, if reported
         self._burst = burst
-        # Sends the gateway was seen to admit within one second (the cold-start climb's bursts).
-        self._proven_burst: int | None = None
         self._shares: dict[Lane, float] = {"submit": 1.0 - poll_share, "poll": poll_share}
         self._clock = clock
         self._sleep = sleep
@@ -250,7 +250,8 @@ class AdaptiveTokenBucket:
             elif self._window_is_ours():
                 # The window frees as our own sends leave it: the minute rule waits for that. And
                 # the climb's bursts went through, so the gateway meters no second more strictly.
-                self._proven_burst = self._windows.densest(1.0)
+                if self._burst is None:
+                    self._windows.allow_bursts(self._windows.densest(1.0), self._clock())
                 return
             self._pause(hints.wait() or DEFAULT_PAUSE_SECONDS)
             return
@@ -330,15 +331,6 @@ class AdaptiveTokenBucket:
             self._last_decrease = self._clock()
             self._rate_per_minute = min(self._ceiling, self._rate_per_minute + step)
 
-    def _burst_size(self) -> float | None:
-        """The configured burst; else at least what the gateway admitted in one second, so sends
-        that fell behind the pace (the climb's slow first seconds, replayed a minute later)
-        catch up; else None (half a second at the pace)."""
-        pace = self._per_second()
-        if self._burst is not None or self._proven_burst is None or pace is None:
-            return self._burst
-        return max(self._proven_burst, burst_size(pace))
-
     def _pause(self, seconds: float) -> None:
         until = self._clock() + min(seconds, MAX_SERVER_WAIT_SECONDS)
         if until > self._paused_until:
@@ -346,7 +338,7 @@ class AdaptiveTokenBucket:
             self.pauses += 1
         pace = self._per_second()
         if pace is not None:  # after the pause: one at a time at the pace, no burst
-            self._windows.ramp_from(self._paused_until, pace, self._burst_size())
+            self._windows.ramp_from(self._paused_until, pace, self._burst)
 
     def _hold(self, seconds: float) -> None:
         """Nobody goes for ``seconds``; unlike ``_pause`` the held second's sends may catch up."""
@@ -364,7 +356,7 @@ class AdaptiveTokenBucket:
 
     def _next_send_at(self, now: float) -> float:
         """When the windows and the gateway's remaining count next admit a send (>= now)."""
-        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst_size())
+        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst)
         if self._room is not None:
             if now >= self._room_until:
                 self._room = None  # the count is stale: the window has moved on since

@@ -25,6 +25,11 @@ windows), so the client counts its own sends the same way, over a slightly longe
 
 After a pause (a spent window) the next sends are spaced at the pace rather than bunched
 (``ramp_from``): the gateway has one slot free at its reset, not a second's worth.
+
+When the gateway is seen to admit larger bursts (``allow_bursts``: the cold-start climb sent a
+rung at full speed and only its probe was refused), the per-second rule becomes a token bucket of
+that size refilled at the pace: time the minute window kept the run below the pace is saved, and
+the run catches up as the window frees (a count per second could never send more than the pace).
 """
 
 from __future__ import annotations
@@ -59,10 +64,21 @@ class SendWindows:
         self.span = WINDOW_SECONDS + margin
         self._minute: deque[float] = deque()  # every send in the trailing span, oldest first
         self._second: deque[float] = deque()  # the last sends, for the per-second rule
+        # The per-second rule as a token bucket, once bursts of this size are known to pass.
+        self._bucket_size: int | None = None
+        self._tokens = 0.0
+        self._tokens_at = 0.0
 
     def record(self, at: float) -> None:
         self._minute.append(at)
         self._second.append(at)
+        self._tokens -= 1.0  # refilled up to ``at`` by the question that let this send go
+
+    def allow_bursts(self, size: int, now: float) -> None:
+        """The gateway admitted ``size`` sends within a second: from ``now`` on the per-second
+        rule saves unused time at the pace, up to ``size`` sends."""
+        self._bucket_size = max(1, size)
+        self._tokens, self._tokens_at = 0.0, now
 
     def count(self, now: float) -> int:
         """Sends in the trailing ``60 + margin`` seconds."""
@@ -90,6 +106,14 @@ class SendWindows:
 
     def second_allows_at(self, now: float, per_second: float, burst: float | None = None) -> float:
         """The earliest time (>= now) the per-second rule lets one more send go."""
+        if self._bucket_size is not None:
+            if now > self._tokens_at:
+                earned = (now - self._tokens_at) * per_second
+                self._tokens = min(float(self._bucket_size), self._tokens + earned)
+                self._tokens_at = now
+            if self._tokens >= 1.0:
+                return max(now, self._tokens_at)
+            return self._tokens_at + (1.0 - self._tokens) / per_second
         size = burst_size(per_second, burst)
         while len(self._second) > size:
             self._second.popleft()
@@ -111,6 +135,9 @@ class SendWindows:
     def ramp_from(self, start: float, per_second: float, burst: float | None = None) -> None:
         """From ``start`` on, one send per ``1 / per_second``, as if the last sends had been paced
         up to then: no burst right after a pause."""
+        if self._bucket_size is not None:
+            self._tokens, self._tokens_at = 1.0, start
+            return
         size = burst_size(per_second, burst)
         step = 1.0 / per_second
         self._second = deque(start - (size - index) * step for index in range(size))

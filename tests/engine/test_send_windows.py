@@ -68,6 +68,23 @@ def test_after_a_pause_sends_resume_one_at_a_time_at_the_pace() -> None:
     assert sent == pytest.approx([10.0, 10.05, 10.1, 10.15, 10.2, 10.25])
 
 
+def test_bursts_known_to_pass_let_sends_held_back_by_the_minute_catch_up() -> None:
+    windows = SendWindows()
+    for index in range(60):
+        windows.record(index / 60)  # 60 in the first second: the gateway admitted them
+    windows.allow_bursts(windows.densest(1.0), now=1.0)
+
+    # The minute (60 per minute, 1 per second) holds everything until 60.5 s; by then the saved
+    # time allows the first second's 60 to follow as fast as the minute frees them.
+    sent = send_whenever_allowed(windows, 61.5, per_minute=60, per_second=1.0)
+    assert sent == pytest.approx([60.5 + index / 60 for index in range(60)])
+
+    windows.ramp_from(100.0, per_second=1.0)  # after a pause: one at a time again
+    assert windows.next_send_at(100.0, 60, 1.0) == 100.0
+    windows.record(100.0)
+    assert windows.next_send_at(100.0, 60, 1.0) == pytest.approx(101.0)
+
+
 def test_the_densest_second_of_the_minute() -> None:
     windows = SendWindows()
     for at in [0.0, 0.1, 0.2, 1.5, 1.6, 1.7, 1.8, 2.4, 70.0]:
