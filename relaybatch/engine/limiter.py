@@ -207,7 +207,7 @@ class AdaptiveTokenBucket:
     async def acquire(self, purpose: RequestPurpose = "submit") -> None:
         lane: Lane = "poll" if purpose == "poll" else "submit"
         if not self._queues["submit"] and not self._queues["poll"] and self._take_token():
-            self._granted(lane)
+            self._granted(lane, waited=False)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self._queues[lane]:
@@ -372,10 +372,10 @@ class AdaptiveTokenBucket:
             return self._climb_allows()
         return self._next_send_at(now) <= now
 
-    def _granted(self, lane: Lane) -> None:
+    def _granted(self, lane: Lane, waited: bool) -> None:
         self.granted[lane] += 1
         now = self._clock()
-        self._windows.record(now)
+        self._windows.record(now, waited)
         if self._room is not None:
             self._room -= 1.0
         self._unanswered.append(now)
@@ -415,7 +415,7 @@ class AdaptiveTokenBucket:
             if not self._take_token():
                 return lane
             self._queues[lane].popleft().set_result(None)
-            self._granted(lane)
+            self._granted(lane, waited=True)
             self._virtual_time[lane] += 1.0 / self._shares[lane]
         return None
 

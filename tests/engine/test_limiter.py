@@ -418,9 +418,9 @@ async def test_a_reported_per_second_limit_below_the_minutes_paces_the_run(clock
     limiter.observe(429, {"x-ratelimit-remaining-requests": "500"}, {"rpm": 600, "qps": 5})
     assert limiter.poll_budget_per_second() == pytest.approx(5 * 0.3)
 
-    times = await grant_times(limiter, clock, ["submit"] * 11)
+    times = sorted(await grant_times(limiter, clock, ["submit"] * 12))
 
-    assert max(times) - min(times) == pytest.approx(10 * 0.2, abs=0.01)  # 5 per second, not 10
+    assert times[-1] - times[2] == pytest.approx(9 * 0.2, abs=0.01)  # 5 per second, not 10
 
 
 async def test_a_qps_that_only_restates_the_minute_does_not_slow_the_run(clock: FakeClock) -> None:

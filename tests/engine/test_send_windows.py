@@ -49,6 +49,27 @@ def test_the_second_sends_half_a_seconds_allowance_together_then_paces() -> None
     assert most_in_any(sent, 1.0) == 20
 
 
+def test_sends_that_go_a_little_late_keep_to_the_timetable() -> None:
+    # A busy event loop lets each batch go 20 ms after the rule allowed it: counted as sent on
+    # time, the minute still carries the whole pace; a send an hour late starts a new timetable.
+    windows = SendWindows()
+    sent: list[float] = []
+    now = 0.0
+    while now < 60.0:
+        now = windows.next_send_at(now, None, 20.0)
+        if sent and now > sent[-1]:
+            now += 0.02
+        windows.record(now, waited=True)
+        sent.append(now)
+    assert len(sent) >= 1200
+
+    windows.record(3600.0)  # nobody waited: a new timetable from here
+    assert windows.next_send_at(3600.0, None, 20.0) == 3600.0  # the rest of that batch
+    for _ in range(9):
+        windows.record(3600.0)
+    assert windows.next_send_at(3600.0, None, 20.0) == pytest.approx(3600.5)
+
+
 def test_over_two_minutes_nearly_twice_the_limit_goes_and_no_sixty_seconds_hold_more() -> None:
     windows = SendWindows()
 
