@@ -35,7 +35,7 @@ from relaybatch.costs.ledger import (
 from relaybatch.costs.price import CallCost, price_call
 from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
-from relaybatch.costs.run_budgets import spent_beside
+from relaybatch.costs.run_budgets import shard_split, spent_beside
 from relaybatch.costs.usage import UsageCounts, UsageError
 from relaybatch.costs.worst_case import worst_case_usd
 from relaybatch.engine.spend import Refused, SpendFigures
@@ -140,7 +140,8 @@ class RunSpendGuard:
         with self._lock:
             unknown = self._unknown
         budget = self.budget
-        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit)
+        shards = shard_split(self.store.path.parent)
+        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit, shards)
 
     def reserved_for(self, key: str) -> Decimal | None:
         """The worst case held for a call in flight (telemetry puts it on the request's span)."""

@@ -176,6 +176,11 @@ def _times(share: Decimal, shards: int) -> Decimal:
     return (share * shards).quantize(_WHOLE_QUANTUM).normalize()
 
 
+def shard_split(store_dir: Path) -> int:
+    """N for a shard's folder (``<run>/shards/<i>-of-<N>``), 1 for the run's own folder."""
+    return _split(store_dir, store_dir.parent.parent) if store_dir.parent.name == SHARDS_NAME else 1
+
+
 def _split(folder: Path, run_dir: Path) -> int:
     match = _SHARD_FOLDER.fullmatch(folder.name) if folder != run_dir else None
     return int(match[1]) if match else 1

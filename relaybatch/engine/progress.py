@@ -258,7 +258,8 @@ def money_text(snapshot: Snapshot) -> str:
     else:
         used = money.spent_usd + money.unknown_usd + money.reserved_usd
         share = 100 * used / money.budget_usd if money.budget_usd else Decimal(100)
-        parts.append(f"budget {_usd(money.budget_usd)} ({share:.1f}% used)")
+        whose = f"this shard's 1/{money.shards} of the run's, " if money.shards > 1 else ""
+        parts.append(f"budget {_usd(money.budget_usd)} ({whose}{share:.1f}% used)")
     return " · ".join(parts)
 
 

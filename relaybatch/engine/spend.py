@@ -70,6 +70,9 @@ class SpendFigures:
     unknown_usd: Decimal
     reserved_usd: Decimal
     budget_usd: Decimal | None
+    # A shard's execution holds 1/shards of the run's budget (its spend counts the run's other
+    # stores' share, docs/costs.md); 1 for the run's own store.
+    shards: int = 1
 
 
 @runtime_checkable

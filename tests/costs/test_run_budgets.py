@@ -107,8 +107,10 @@ def test_a_sharded_run_shows_its_budget_once_and_each_job_beside_its_spend(tmp_p
     runs = tmp_path / "runs"
     manifest = str(write_manifest(tmp_path))
     for shard in ("1/2", "2/2"):
-        run("run", manifest, "--shard", shard, "--runs-dir", str(runs))
-    run("run", manifest, "--runs-dir", str(runs))  # the run's own store too: it folds the shards
+        shown = run("run", manifest, "--shard", shard, "--runs-dir", str(runs))
+        assert "budget $0.5000 (this shard's 1/2 of the run's, " in shown  # the progress line
+    shown = run("run", manifest, "--runs-dir", str(runs))  # the run's own store too: it folds the shards
+    assert "budget $1.0000 (0." in shown
     run_dir = runs / "split"
     assert (run_dir / "checkpoint.sqlite").exists() and (
         run_dir / "shards" / "2-of-2" / "costs.sqlite"
