@@ -790,6 +790,22 @@ class CheckpointStore:
             counts.setdefault(kind, {})[state] = count
         return counts
 
+    def done_with_note(self, note: str, limit: int | None = None) -> tuple[int, list[dict[str, Any]]]:
+        """Done items whose ``last_error`` starts with ``note``: how many, and the first ``limit``
+        of them (job, item_id, last_error) in rowid order."""
+        where = "where state = ? and substr(last_error, 1, ?) = ?"
+        args: list[Any] = [DONE, len(note), note]
+        total = self.db.execute(f"select count(*) from items {where}", args).fetchone()[0]
+        sql = f"select job, item_id, last_error from items {where} order by rowid"
+        if limit is not None:
+            sql += " limit ?"
+            args.append(limit)
+        rows = [
+            {"job": job, "item_id": item_id, "last_error": error}
+            for job, item_id, error in self.db.execute(sql, args)
+        ]
+        return int(total), rows
+
     def failure_reasons(self) -> list[tuple[str, str, int, str]]:
         """(state, reason, items, one item key) for failed and uncertain items, grouped by reason."""
         sql = (

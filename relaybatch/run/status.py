@@ -1,5 +1,6 @@
 """What `relaybatch status RUN` shows: counts per state and job, how the last execution ended,
-every item that did not end done (with its reason), and the command that resumes the run."""
+every item that did not end done (with its reason), done items whose media files could not be
+downloaded again, and the command that resumes the run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from relaybatch.console import table as folding_table
+from relaybatch.engine.poller import MEDIA_MISSING_MESSAGE
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
@@ -75,6 +77,22 @@ def last_execution_line(store: CheckpointStore) -> str:
     return f"last execution finished at {last['ended_at']}"
 
 
+def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None) -> list[Table | Text]:
+    """Done items whose media files could not be downloaded again (engine/poller.py, "Missing media")."""
+    total, rows = store.done_with_note(MEDIA_MISSING_MESSAGE, limit)
+    if not rows:
+        return []
+    table = folding_table(
+        "job", "item", "why", title="done items without their media files (tried again each run)"
+    )
+    for row in rows:
+        table.add_row(row["job"], row["item_id"], row["last_error"])
+    parts: list[Table | Text] = [table]
+    if limit is not None and total > limit:
+        parts.append(Text(f"... and {total - limit} more; `relaybatch status {run_name} --all` lists them"))
+    return parts
+
+
 def resume_command(store: CheckpointStore, run_name: str) -> str:
     manifest = store.manifest()
     if manifest is None:
@@ -104,6 +122,7 @@ def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -
             parts.append(
                 Text(f"... and {total - limit} more {state}; `relaybatch status {run_name} --all` lists them")
             )
+    parts.extend(media_missing_parts(store, run_name, limit))
     if counts.get(UNCERTAIN):
         parts.append(
             Text(

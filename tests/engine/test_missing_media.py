@@ -117,3 +117,24 @@ def test_files_missing_reads_the_result_and_the_shard_folders(tmp_path: Path) ->
     merged.parent.mkdir(parents=True)
     merged.write_bytes(b"x")  # a merged shard's file stays in the shard's folder
     assert not files_missing(tmp_path, {"media_paths": ["media/k-0.mp4"]})
+
+
+def test_status_lists_done_items_whose_files_could_not_be_fetched_again(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from relaybatch.cli import app
+
+    store = CheckpointStore(tmp_path / "old" / "checkpoint.sqlite")
+    item = video_v1(1)
+    store.add_items([item])
+    store.transition(item.key, "sending")
+    store.transition(item.key, "submitted", remote_id="task-1")
+    store.transition(item.key, "done", result={"remote": {"id": "task-1"}})
+    store.transition(item.key, "done", last_error=f"{MEDIA_MISSING_MESSAGE}: link expired")
+    store.close()
+
+    shown = CliRunner().invoke(app, ["status", "old", "--runs-dir", str(tmp_path)], terminal_width=300)
+
+    assert shown.exit_code == 0, shown.output
+    assert "done items without their media files" in shown.output
+    assert "v1-1" in shown.output and "link expired" in shown.output
