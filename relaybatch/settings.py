@@ -24,6 +24,9 @@ from relaybatch.telemetry.settings import TelemetrySettings
 
 # The key the shipped emulator configuration (configs/emulator.yaml) grants to its demo account.
 EMULATOR_DEMO_KEY = "rb-demo-key"
+# After the first Ctrl-C or SIGTERM, requests in flight get this long to finish (run/stopping.py):
+# with 3 s to exit, the process is gone within 10 s, a common supervisor's wait before SIGKILL.
+STOP_GRACE_SECONDS = 7.0
 
 
 class Settings(BaseSettings):
@@ -51,6 +54,14 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description="Off a terminal (cron, CI, a log file), seconds between two progress lines of a run.",
+    )
+    stop_grace_seconds: float = Field(
+        default=STOP_GRACE_SECONDS,
+        gt=0,
+        le=3600,
+        description="After the first Ctrl-C or SIGTERM, seconds the requests in flight get to finish and "
+        "be checkpointed; those still open are then cut off (uncertain on resume). Keep it 3 s under "
+        "your supervisor's wait before SIGKILL.",
     )
     telemetry: TelemetrySettings = Field(
         default_factory=TelemetrySettings,

@@ -37,13 +37,13 @@ from relaybatch.run.assemble import (
 from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
-from relaybatch.run.stopping import GRACE_SECONDS, stop_on_signals
+from relaybatch.run.stopping import stop_on_signals
 
 if TYPE_CHECKING:
     from relaybatch.shared_limit import SharedLimit
 
 STOPPED_AT_ONCE = (
-    "stopped at once: requests that were in flight may have been billed; a resume reports them "
+    "stopped at once ({why}): requests that were in flight may have been billed; a resume reports them "
     "uncertain and does not resend them"
 )
 
@@ -109,24 +109,24 @@ async def execute_run(
                         run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
                         progress = telemetry.watch_progress(progress)
                     work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
-                    with stop_on_signals(stop, work) as signalled:
+                    with stop_on_signals(stop, work, grace=settings.stop_grace_seconds) as signalled:
                         try:
                             summary = await asyncio.shield(work)
                         except asyncio.CancelledError:
                             if signalled.forced:
                                 # Stopped at once (a second signal, or the grace period ran out): what
                                 # was in flight stays `sending` and is reported uncertain on resume.
+                                # Recorded, so `status` says so rather than "its process died".
+                                stopped = STOPPED_AT_ONCE.format(why=signalled.forced_by)
+                                run.store.record_stop(stopped)
                                 return ExecuteResult(
-                                    run.store.count_by_state(),
-                                    STOPPED_AT_ONCE,
-                                    None,
-                                    interrupted=signalled.signal,
+                                    run.store.count_by_state(), stopped, None, interrupted=signalled.signal
                                 )
                             # Cancelled from outside: stop submitting, let the requests in flight
                             # finish and be checkpointed (bounded), then let the cancellation go on.
                             stop.set()
                             with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
-                                await asyncio.wait_for(asyncio.shield(work), GRACE_SECONDS)
+                                await asyncio.wait_for(asyncio.shield(work), settings.stop_grace_seconds)
                             work.cancel()
                             raise
                 finally:

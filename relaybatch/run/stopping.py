@@ -2,9 +2,10 @@
 in-process, a flow run started by a worker or `relaybatch serve`).
 
 - The first Ctrl-C (SIGINT) or SIGTERM sets the engine's stop event: nothing new is sent, requests
-  in flight finish and are checkpointed. If they have not finished after ``GRACE_SECONDS``, they
-  are cancelled (their items stay ``sending`` and are reported uncertain on resume, never resent
-  blindly), so the process is gone well within 10 s.
+  in flight finish and are checkpointed. If they have not finished after the grace period
+  (``RELAYBATCH_STOP_GRACE_SECONDS``, default 7 s), they are cancelled (their items stay
+  ``sending`` and are reported uncertain on resume, never resent blindly), so by default the
+  process is gone well within 10 s.
 - A second Ctrl-C cancels the engine at once (a SIGTERM during the stop changes nothing: it asks
   for the stop already under way). Every state change the engine acted on
   is already committed, so the checkpoint is consistent either way.
@@ -23,8 +24,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-# Requests in flight get this long to finish after the first signal; then they are cancelled.
-GRACE_SECONDS = 7.0
+from relaybatch.settings import STOP_GRACE_SECONDS as GRACE_SECONDS
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # The parent a flow-run process asked to outlive (stop_when_parent_dies); None elsewhere.
 _WATCHED_PARENT: int | None = None
@@ -37,12 +38,20 @@ def _say(text: str) -> None:
 class StopOnSignal:
     """Which signal stopped the run (``None`` when none did), and whether the stop was forced."""
 
-    def __init__(self, stop: asyncio.Event, work: asyncio.Future[Any], say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        stop: asyncio.Event,
+        work: asyncio.Future[Any],
+        say: Callable[[str], None],
+        grace: float = GRACE_SECONDS,
+    ) -> None:
         self.stop = stop
         self.work = work
         self.say = say
+        self.grace = grace
         self.signal: str | None = None
         self.forced = False
+        self.forced_by = ""  # what forced the stop: a second Ctrl-C, or the grace period ran out
         self._grace: asyncio.TimerHandle | None = None
 
     def received(self, signum: int) -> None:
@@ -53,18 +62,20 @@ class StopOnSignal:
             self.signal = name
             self.stop.set()
             self.say(
-                f"stopping ({name}): no new requests; waiting up to {GRACE_SECONDS:.0f} s for those in "
+                f"stopping ({name}): no new requests; waiting up to {self.grace:g} s for those in "
                 "flight (Ctrl-C again to stop at once)"
             )
-            self._grace = asyncio.get_running_loop().call_later(GRACE_SECONDS, self.force)
+            self._grace = asyncio.get_running_loop().call_later(
+                self.grace, self.force, f"the {self.grace:g} s grace period ran out"
+            )
         elif signum == signal.SIGINT:
-            self.force()
+            self.force("a second Ctrl-C")
         # A SIGTERM while stopping changes nothing: a supervisor (a Prefect worker passing on the
         # terminal's Ctrl-C, systemd, Kubernetes) asks for the stop already under way.
 
-    def force(self) -> None:
+    def force(self, why: str) -> None:
         if not self.work.done():
-            self.forced = True
+            self.forced, self.forced_by = True, why
             self.work.cancel()
 
     def close(self) -> None:
@@ -74,12 +85,15 @@ class StopOnSignal:
 
 @contextlib.contextmanager
 def stop_on_signals(
-    stop: asyncio.Event, work: asyncio.Future[Any], say: Callable[[str], None] = _say
+    stop: asyncio.Event,
+    work: asyncio.Future[Any],
+    say: Callable[[str], None] = _say,
+    grace: float = GRACE_SECONDS,
 ) -> Iterator[StopOnSignal]:
     """Route SIGINT and SIGTERM to a clean stop of ``work`` while the block runs; the handlers
     that were there before (Prefect's, Python's KeyboardInterrupt) come back afterwards."""
     loop = asyncio.get_running_loop()
-    handling = StopOnSignal(stop, work, say)
+    handling = StopOnSignal(stop, work, say, grace)
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     installed = []
     for signum in SIGNALS:

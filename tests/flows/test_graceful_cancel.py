@@ -49,8 +49,25 @@ async def test_the_first_signal_sets_stop_and_the_second_cancels_at_once() -> No
         os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: at once
         with pytest.raises(asyncio.CancelledError):
             await work
-        assert handling.forced
+        assert handling.forced and handling.forced_by == "a second Ctrl-C"
     assert signal.getsignal(signal.SIGINT) is before  # Python's KeyboardInterrupt handler is back
+
+
+async def test_when_the_grace_period_runs_out_the_stop_is_forced_and_says_why() -> None:
+    stop = asyncio.Event()
+    notices: list[str] = []
+
+    async def engine() -> None:
+        await stop.wait()
+        await asyncio.sleep(30)  # requests in flight that outlast the grace period
+
+    work = asyncio.ensure_future(engine())
+    with stop_on_signals(stop, work, notices.append, grace=0.1) as handling:
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(asyncio.CancelledError):
+            await work  # cancelled by the grace timer: no second signal came
+    assert handling.forced and handling.forced_by == "the 0.1 s grace period ran out"
+    assert "waiting up to 0.1 s for those in flight" in notices[0]
 
 
 async def test_without_a_signal_nothing_happens() -> None:
@@ -214,7 +231,15 @@ def test_a_second_ctrl_c_stops_at_once_and_the_checkpoint_stays_consistent(
 
     assert slow_run.process.returncode == 130, text
     assert time.monotonic() - sent < 5
-    assert "Traceback" not in text and "stopped at once" in text
+    assert "Traceback" not in text and "stopped at once (a second Ctrl-C)" in text
+    status = subprocess.run(
+        [RELAYBATCH, "status", "many", "--runs-dir", str(slow_run.runs)],
+        env=_env(_slow_emulator(tmp_path, 0)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "stopped early" in status.stdout and "stopped at once (a second Ctrl-C)" in status.stdout
     # Requests cut off in flight may have been billed: the resume reports them, never resends them.
     resumed = _resume_fast(slow_run, tmp_path)
     counts = _counts(slow_run.checkpoint)
