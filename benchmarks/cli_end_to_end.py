@@ -39,6 +39,7 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 from bench import (
@@ -51,6 +52,7 @@ from bench import (
     wait_with_peak_memory,
     write_work,
 )
+from disk_per_item import report as disk_report
 
 TARGET_ITEMS_PER_SECOND = 2_000
 TARGET_PEAK_MB = 250
@@ -78,6 +80,7 @@ class Size:
     interrupted_resume: Process | None = None
     completed: int = 0
     disk: Counter[str] = field(default_factory=Counter)
+    tables: str = ""
 
 
 def relaybatch_run(
@@ -165,6 +168,7 @@ def measure(items: int, root: Path, interrupted: bool = True) -> Size:
         size.run = relaybatch_run(work, runs_dir, emulator, log)
         size.completed = done_rows(runs_dir)
         size.disk = disk_use(runs_dir)
+        size.tables = disk_report(runs_dir, items)
         size.rerun = relaybatch_run(work, runs_dir, emulator, log)
         if interrupted:
             # The same manifest again, as a new run in its own folder, stopped by SIGINT at 99 %
@@ -198,6 +202,7 @@ def report(sizes: list[Size]) -> None:
         assert size.run and size.rerun and size.resume
         parts = ", ".join(f"{name} {use / size.items:,.0f}" for name, use in size.disk.most_common())
         print(f"{size.items:,} items: completed {size.completed:,}; disk per item by file: {parts}")
+        print(size.tables)
         start = size.run.first_request_seconds or 0.0
         print(
             f"  first request of the new run after {start:.2f} s "
@@ -243,8 +248,13 @@ def main() -> None:
         action="store_true",
         help="Leave out the run interrupted at 99 %% and its resume",
     )
+    parser.add_argument("--keep", type=Path, help="Leave the runs in this new folder (to inspect the stores)")
     args = parser.parse_args()
     sizes = [int(value) for value in args.items.split(",")]
+    if args.keep:
+        args.keep.mkdir(parents=True)
+        report([measure(items, args.keep) for items in sizes])
+        return
     with tempfile.TemporaryDirectory(prefix="relaybatch-e2e-") as folder:
         report([measure(items, Path(folder), not args.skip_interrupted) for items in sizes])
 

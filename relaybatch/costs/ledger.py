@@ -5,6 +5,14 @@ state they belong to (the spend guard queues them and the engine commits them fi
 loses no charge the run's items account for, and a resumed run knows what it already spent.
 ``write_ledger`` turns them into ``ledger.parquet`` with money as Arrow decimal128(38, 18): exact,
 never float.
+
+The store keeps each fact once (docs/costs.md, "The cost store"): settled rows in ``charge_rows``
+(``WITHOUT ROWID``, keyed by ``(item_key, call)``: no separate id or index; ``attempt-N`` kept as
+the integer N; ``charged_at`` as integer microseconds; run, job, model and price paths as ids of
+``texts``), calls in flight in the narrow ``reservations`` (a row moves to ``charge_rows`` when it
+settles, so no wide row is ever rewritten and no space is left behind), and the view ``charges``
+shows both with the ledger's columns exactly as before. ``PRAGMA user_version`` is the layout: 0
+for stores made before it (one ``charges`` table), migrated when opened.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +53,11 @@ LEDGER_EXPORT = "ledger"
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
+SCHEMA_VERSION = 1  # PRAGMA user_version of the store's layout (0: one "charges" table)
+# Columns kept as the id of a text in ``texts``: long and repeated on every row.
+TEXT_ID_COLUMNS = ("run", "job", "model", "price_paths")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ATTEMPT = "attempt-"
 
 
 @dataclass(frozen=True)
@@ -234,7 +247,6 @@ class CostStore:
             pk=("model", "provider"),
             if_not_exists=True,
         )
-        self.db.table("charges").create(_sqlite_columns(), pk="id", if_not_exists=True)
         # One row counting the writes to charges (with the store's creation time): the ledger
         # Parquet carries it, so an unchanged store is not exported again (export_marks.py).
         self.db.execute(
@@ -244,9 +256,75 @@ class CostStore:
             "insert or ignore into changes (id, created_at, count) values (1, ?, 0)",
             [datetime.now(UTC).isoformat(timespec="microseconds")],
         )
+        self._create_layout()
+        self._text_ids = {text: id for id, text in connection.execute("select id, text from texts")}
+
+    def _create_layout(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"{self.path}: cost store layout {version} is newer than this relaybatch's "
+                f"({SCHEMA_VERSION}); open it with a newer relaybatch"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
+            tables = {row[0]: row[1] for row in self.db.execute("select name, type from sqlite_schema")}
+            if tables.get("charges") == "view":
+                return  # another process migrated it first
+            for statement in _LAYOUT_SQL:
+                self.db.execute(statement)
+            if tables.get("charges") == "table":
+                self._migrate_charges()
+            self.db.execute(_VIEW_SQL)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate_charges(self) -> None:
+        """Layout 0 to 1: the rows of the one wide ``charges`` table move to ``charge_rows`` (and
+        reservations still open to ``reservations``), as ``record_many`` would have written them."""
+        self.db.conn.create_function("rb_micros", 1, _iso_micros, deterministic=True)
+        self.db.conn.create_function("rb_call", 1, _call_value, deterministic=True)
+        present = {row[1] for row in self.db.execute("pragma table_info(charges)")}
+        for column in TEXT_ID_COLUMNS:
+            if column in present:
+                self.db.execute(
+                    f"insert or ignore into texts (text) select distinct {column} from charges "
+                    f"where {column} is not null"
+                )
+
+        def value(column: str) -> str:
+            if column not in present:
+                return "null"
+            if column in TEXT_ID_COLUMNS:
+                return f"(select id from texts where text = c.{column})"
+            converted = {"call": "rb_call(c.call)", "charged_at": "rb_micros(c.charged_at)"}
+            return converted.get(column, f"c.{column}")
+
+        self.db.execute(
+            f"insert or replace into charge_rows ({', '.join(_CHARGE_COLUMNS)}) "
+            f"select {', '.join(value(column) for column in _CHARGE_COLUMNS)} from charges c "
+            "where c.outcome is not ? order by c.rowid",
+            [RESERVED],
+        )
+        self.db.execute(
+            f"insert or replace into reservations ({', '.join(_RESERVATION_COLUMNS)}) "
+            f"select {', '.join(value(column) for column in _RESERVATION_COLUMNS)} from charges c "
+            "where c.outcome = ? order by c.rowid",
+            [RESERVED],
+        )
+        self.db.execute("drop table charges")
 
     def close(self) -> None:
         self.db.conn.close()
+
+    def _ids(self, texts: set[str]) -> dict[str, int]:
+        """Ids of ``texts`` in ``texts``, adding the new ones; inside the caller's transaction
+        (so the cache learns them only once it commits: see ``record_many``)."""
+        found = {text: self._text_ids[text] for text in texts if text in self._text_ids}
+        for text in texts - found.keys():
+            self.db.conn.execute("insert or ignore into texts (text) values (?)", [text])
+            found[text] = self.db.conn.execute("select id from texts where text = ?", [text]).fetchone()[0]
+        return found
 
     def record(self, row: LedgerRow) -> None:
         """Store one settled charge (committed on return); settling the same call twice keeps one row."""
@@ -254,29 +332,39 @@ class CostStore:
 
     def record_many(self, rows: Sequence[LedgerRow], released: Sequence[str] = ()) -> None:
         """Store rows (reservations and charges) and drop released reservations (row ids), in one
-        transaction (committed on return; all or none). A row replaces the one with its id."""
+        transaction (committed on return; all or none). A row replaces the one with its id; a
+        charge replaces the call's reservation."""
         if not rows and not released:
             return
-        values = [[record[name] for name in _COLUMN_NAMES] for record in map(flat_record, rows)]
+        reserved = [row for row in rows if row.outcome == RESERVED]
+        settled = [row for row in rows if row.outcome != RESERVED]
+        texts = {text for row in rows for text in _texts(row) if text is not None}
         with transaction(self.db.conn):
+            ids = self._ids(texts)
             if released:
                 self.db.conn.executemany(
-                    "delete from charges where id = ? and outcome = ?", [(key, RESERVED) for key in released]
+                    "delete from reservations where item_key = ? and call = ?", map(_id_parts, released)
                 )
-            # Row by row: a ledger row has about 45 columns, and reading that many out of a JSON
-            # array (sqlite_batches) costs more than twice executemany's binding (measured: 67
-            # against 26 us per row in groups of 20, benchmarks/RESULTS.md "End to end").
-            self.db.conn.executemany(_UPSERT_SQL, values)
+            if reserved:
+                self.db.conn.executemany(_RESERVE_SQL, [_reservation_values(row, ids) for row in reserved])
+            if settled:
+                self.db.conn.executemany(
+                    "delete from reservations where item_key = ? and call = ?",
+                    [(row.item_key, _call_value(row.call)) for row in settled],
+                )
+                # Row by row: a ledger row has about 45 columns, and reading that many out of a
+                # JSON array (sqlite_batches) costs more than twice executemany's binding
+                # (measured: 67 against 26 us per row in groups of 20, benchmarks/RESULTS.md).
+                self.db.conn.executemany(_CHARGE_SQL, [_charge_values(row, ids) for row in settled])
             self._changed()
+        self._text_ids.update(ids)  # committed: ids of texts added are now for good
 
     def reservations_to_unknown(self) -> int:
         """Reservations an earlier execution left (it ended, or died, with those calls in flight)
         become unknown outcomes: each may have been billed, so each keeps its worst case."""
         with transaction(self.db.conn):
-            cursor = self.db.conn.execute(
-                "update charges set outcome = ?, unknown_prices = ?, priced = 0 where outcome = ?",
-                [UNKNOWN, OUTCOME_UNKNOWN, RESERVED],
-            )
+            cursor = self.db.conn.execute(_RESERVATIONS_TO_UNKNOWN_SQL, [OUTCOME_UNKNOWN, UNKNOWN])
+            self.db.conn.execute("delete from reservations")
             if cursor.rowcount:
                 self._changed()
         return cursor.rowcount
@@ -301,18 +389,19 @@ class CostStore:
     def resolve(self, row_id: str, charged_usd: Decimal | None) -> bool:
         """Settle an unknown outcome: charged ``charged_usd`` (as the gateway's bill shows), or not
         charged at all (None). False when no unknown row has that id."""
+        key, call = _id_parts(row_id)
         with transaction(self.db.conn):
             if charged_usd is None:
                 cursor = self.db.conn.execute(
-                    "update charges set outcome = ?, usd = '0', known_usd = '0', unknown_prices = null, "
-                    "priced = 1 where id = ? and outcome = ?",
-                    [NOT_CHARGED, row_id, UNKNOWN],
+                    "update charge_rows set outcome = ?, usd = '0', known_usd = '0', unknown_prices = null, "
+                    "priced = 1 where item_key = ? and call = ? and outcome = ?",
+                    [NOT_CHARGED, key, call, UNKNOWN],
                 )
             else:
                 cursor = self.db.conn.execute(
-                    "update charges set outcome = ?, usd = ?, known_usd = ?, unknown_prices = null, "
-                    "priced = 1 where id = ? and outcome = ?",
-                    [CHARGED, str(charged_usd), str(charged_usd), row_id, UNKNOWN],
+                    "update charge_rows set outcome = ?, usd = ?, known_usd = ?, unknown_prices = null, "
+                    "priced = 1 where item_key = ? and call = ? and outcome = ?",
+                    [CHARGED, str(charged_usd), str(charged_usd), key, call, UNKNOWN],
                 )
             if cursor.rowcount:
                 self._changed()
@@ -326,7 +415,7 @@ class CostStore:
 
     def charges_since(self, columns: Sequence[str], since: str = "") -> Iterator[dict[str, Any]]:
         """``columns`` of every charge made on or after ``since`` (an ISO date; "" for all)."""
-        unknown = set(columns) - set(_COLUMN_NAMES)
+        unknown = set(columns) - {"id", *_COLUMN_NAMES}
         if unknown:
             raise ValueError(f"no such ledger columns: {sorted(unknown)}")
         sql = f"select {', '.join(columns)} from charges where charged_at >= ?"
@@ -385,11 +474,202 @@ def ledger_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
     )
 
 
-_COLUMN_NAMES = tuple(_sqlite_columns())
-_UPSERT_SQL = (
-    f"insert or replace into charges ({', '.join(_COLUMN_NAMES)}) "
-    f"values ({', '.join('?' for _ in _COLUMN_NAMES)})"
+# -- the store's layout ---------------------------------------------------------------------
+
+_COLUMN_NAMES = tuple(column.name for column in ledger_schema())  # the ledger's, as the view shows them
+_CHARGE_COLUMNS = ("item_key", "call", *(name for name in _COLUMN_NAMES if name not in ("item_key", "call")))
+# What a call in flight has that is not the same for every reservation.
+_RESERVATION_COLUMNS = (
+    "item_key",
+    "call",
+    "run",
+    "job",
+    "item_id",
+    "kind",
+    "model",
+    "provider",
+    "remote_id",
+    "tier",
+    "unknown_prices",
+    "reserved_usd",
+    "charged_at",
 )
+
+
+def _sql_type(name: str) -> str:
+    if name in TEXT_ID_COLUMNS or name == "charged_at":
+        return "integer"
+    return {int: "integer", float: "real"}.get(_sqlite_columns().get(name, str), "text")
+
+
+_LAYOUT_SQL = (
+    "create table if not exists texts (id integer primary key, text text not null unique)",
+    "create table if not exists charge_rows ("
+    # call: no declared type, so "attempt-N" kept as an integer and any other label as text
+    + ", ".join(f"{name} {'' if name == 'call' else _sql_type(name)}" for name in _CHARGE_COLUMNS)
+    + ", primary key (item_key, call)) without rowid",
+    "create table if not exists reservations ("
+    + ", ".join(f"{name} {'' if name == 'call' else _sql_type(name)}" for name in _RESERVATION_COLUMNS)
+    + ", primary key (item_key, call)) without rowid",
+)
+
+
+def _unreserved(name: str) -> str:
+    """A column a reservation does not keep, as it is for every reservation (``RunSpendGuard.reserve``
+    builds them with no usage and no cost yet), in SQL."""
+    if name in SECONDS_COLUMNS or name == "known_usd":
+        return "'0'"
+    if name in USAGE_COLUMNS or name == "priced":
+        return "0"
+    if name == "outcome":
+        return f"'{RESERVED}'"
+    return "null"
+
+
+def _shown(name: str, table: str) -> str:
+    """A ledger column as the view shows it, from ``table`` (alias ``c``)."""
+    if name == "id":
+        return f"c.item_key || ':' || {_shown('call', table)}"
+    if name == "call":
+        return f"case typeof(c.call) when 'integer' then '{_ATTEMPT}' || c.call else c.call end"
+    if table == "reservations" and name not in _RESERVATION_COLUMNS:
+        return "'{}'" if name == "price_paths" else _unreserved(name)
+    if name == "charged_at":  # integer microseconds as the ISO text flat_record writes
+        return (
+            "strftime('%Y-%m-%dT%H:%M:%S', c.charged_at / 1000000, 'unixepoch') "
+            "|| printf('.%06d+00:00', c.charged_at % 1000000)"
+        )
+    if name == "price_paths":
+        return "coalesce((select text from texts where id = c.price_paths), '{}')"
+    if name in TEXT_ID_COLUMNS:
+        return f"(select text from texts where id = c.{name})"
+    return f"c.{name}"
+
+
+_VIEW_NAMES = ("id", *_COLUMN_NAMES)
+_VIEW_SQL = (
+    f"create view charges ({', '.join(_VIEW_NAMES)}) as "
+    f"select {', '.join(_shown(name, 'charge_rows') for name in _VIEW_NAMES)} from charge_rows c union all "
+    f"select {', '.join(_shown(name, 'reservations') for name in _VIEW_NAMES)} from reservations c"
+)
+# Reservations left open become unknown outcomes at their worst case (outcome, why: parameters).
+_RESERVATIONS_TO_UNKNOWN_SQL = (
+    f"insert or replace into charge_rows ({', '.join(_CHARGE_COLUMNS)}) select "
+    + ", ".join(
+        "?"
+        if name in ("unknown_prices", "outcome")
+        else name
+        if name in _RESERVATION_COLUMNS
+        else "null"
+        if name == "price_paths"
+        else _unreserved(name)
+        for name in _CHARGE_COLUMNS
+    )
+    + " from reservations"
+)
+_CHARGE_SQL = (
+    f"insert or replace into charge_rows ({', '.join(_CHARGE_COLUMNS)}) "
+    f"values ({', '.join('?' for _ in _CHARGE_COLUMNS)})"
+)
+_RESERVE_SQL = (
+    f"insert or replace into reservations ({', '.join(_RESERVATION_COLUMNS)}) "
+    f"values ({', '.join('?' for _ in _RESERVATION_COLUMNS)})"
+)
+
+
+def _call_value(call: str) -> str | int:
+    """``attempt-N`` is kept as the integer N; any other label as its text."""
+    if call.startswith(_ATTEMPT) and call[len(_ATTEMPT) :].isdigit():
+        number = int(call[len(_ATTEMPT) :])
+        if f"{_ATTEMPT}{number}" == call:
+            return number
+    return call
+
+
+def _id_parts(row_id: str) -> tuple[str, str | int]:
+    """A ledger row id (``<item key>:<call>``) as the store's key."""
+    key, _, call = row_id.partition(":")
+    return key, _call_value(call)
+
+
+def _micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def _iso_micros(text: str | None) -> int | None:
+    return None if text is None else _micros(datetime.fromisoformat(text).astimezone(UTC))
+
+
+def _texts(row: LedgerRow) -> tuple[str | None, ...]:
+    return row.run, row.job, row.model, _price_paths(row)
+
+
+def _price_paths(row: LedgerRow) -> str | None:
+    """The JSON of each price used's pricing path; None when no price was used ("{}")."""
+    if not row.cost.components:
+        return None
+    return json.dumps({part.name: part.price_path for part in row.cost.components})
+
+
+_NO_USAGE = UsageCounts()
+
+
+def _reservation_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
+    if row.cost.components or row.cost.usd is not None or row.usage != _NO_USAGE:
+        raise ValueError(f"a reservation carries no usage and no cost yet: {row.item_key}:{row.call}")
+    return [
+        row.item_key,
+        _call_value(row.call),
+        ids[row.run],
+        ids[row.job],
+        row.item_id,
+        row.kind,
+        ids[row.model],
+        row.provider,
+        row.remote_id,
+        row.cost.tier,
+        ",".join(row.cost.unknown) or None,
+        _text(row.reserved_usd),
+        _micros(row.charged_at),
+    ]
+
+
+def _charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
+    """The row in ``_CHARGE_COLUMNS`` order: ``flat_record``'s values (the layout tests compare
+    the two), built as a list directly (this runs once per billed call)."""
+    usage, cost = row.usage, row.cost
+    values: list[Any] = [
+        row.item_key,
+        _call_value(row.call),
+        ids[row.run],
+        ids[row.job],
+        row.item_id,
+        row.kind,
+        ids[row.model],
+        row.provider,
+        row.remote_id,
+        cost.tier,
+    ]
+    for name in USAGE_COLUMNS:
+        values.append(str(getattr(usage, name)) if name in SECONDS_COLUMNS else getattr(usage, name))
+    values.append(_text(usage.quote_usd))
+    parts = {part.name: part for part in cost.components}
+    for name in COMPONENTS:
+        part = parts.get(name)
+        values += (_text(part.unit_price), _text(part.usd)) if part else (None, None)
+    paths = _price_paths(row)
+    values += [
+        None if paths is None else ids[paths],
+        ",".join(cost.unknown) or None,
+        not cost.unknown,
+        _text(cost.usd),
+        str(cost.known_usd),
+        _text(row.reserved_usd),
+        row.outcome,
+        _micros(row.charged_at),
+        row.latency_seconds,
+    ]
+    return values
 
 
 def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS) -> Path:

@@ -1,10 +1,11 @@
 """Answers of every family turned into one result shape, so results share typed columns.
 
 A result has ``output_text``, ``tool_calls``, ``finish_reason``, ``model``, ``usage`` (the family's
-own usage object, kept whole for the costs package), ``tokens`` (input/output/cached/reasoning
-counts read by the costs package's one usage normaliser, so they mean in the results exactly what
-they mean in the ledger: docs/costs.md, "Usage"), and per kind ``media_paths``, ``answers``
-(typed judgment) or ``search``.
+own usage object, kept whole for the costs package), and per kind ``media_paths``, ``answers``
+(typed judgment) or ``search``. The results' token columns (input/output/cached/reasoning) are not
+stored beside ``usage`` (the same counts twice): ``result_tokens`` reads them from it with the
+costs package's one usage normaliser, so they mean in the results exactly what they mean in the
+ledger (docs/costs.md, "Usage"). Results stored before carry them as ``tokens``, used as they are.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ def chat_result(answer: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": choices[0].get("finish_reason"),
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": token_columns(read_or_none(chat_completions_usage, usage)),
     }
 
 
@@ -79,7 +79,6 @@ def responses_result(answer: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": incomplete or answer.get("status"),
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": token_columns(read_or_none(responses_usage, usage)),
     }
 
 
@@ -94,7 +93,6 @@ def messages_result(answer: dict[str, Any]) -> dict[str, Any]:
         "finish_reason": answer.get("stop_reason"),
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": token_columns(read_or_none(messages_usage, usage)),
     }
 
 
@@ -123,7 +121,6 @@ def generate_content_result(answer: dict[str, Any], media: MediaFiles) -> dict[s
         "model": _get(answer, "modelVersion", "model_version"),
         "usage": usage,
         "media_paths": paths,
-        "tokens": token_columns(read_or_none(generate_content_usage, usage)),
     }
 
 
@@ -144,7 +141,6 @@ def image_result(
         "model": answer.get("model") or requested_model,
         "usage": usage,
         "media_paths": paths,
-        "tokens": token_columns(read_or_none(images_usage, usage, len(paths))),
         "image": {name: answer.get(name) for name in ("size", "quality", "output_format", "background")},
     }
 
@@ -155,7 +151,6 @@ def judgment_result(answer: dict[str, Any]) -> dict[str, Any]:
         "answers": answer.get("answers") or {},
         "model": answer.get("model"),
         "usage": usage,
-        "tokens": token_columns(read_or_none(judgment_usage, usage)),
     }
 
 
@@ -180,6 +175,29 @@ def _search_hit(hit: dict[str, Any]) -> dict[str, Any]:
         "snippet": hit.get("snippet"),
         "contexts": [context.get("text") for context in contexts],
     }
+
+
+# How each kind's usage object is read: the family reader, and whether it takes the image count.
+_USAGE_READERS: dict[str, Any] = {
+    "chat": chat_completions_usage,
+    "responses": responses_usage,
+    "messages": messages_usage,
+    "generate_content": generate_content_usage,
+    "judgment": judgment_usage,
+}
+
+
+def result_tokens(kind: str, result: dict[str, Any]) -> dict[str, int | None] | None:
+    """The results' token columns of a stored result: its ``tokens`` when it carries them (stored
+    before they were derived), else read from its ``usage``; None for kinds without token counts."""
+    tokens = result.get("tokens")
+    if isinstance(tokens, dict):
+        return tokens
+    usage = result.get("usage")
+    if kind == "image":
+        return token_columns(read_or_none(images_usage, usage, len(result.get("media_paths") or [])))
+    reader = _USAGE_READERS.get(kind)
+    return None if reader is None else token_columns(read_or_none(reader, usage))
 
 
 def tool_call(call: dict[str, Any]) -> dict[str, Any]:

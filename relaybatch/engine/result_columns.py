@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from relaybatch.engine.normalize import tool_call
+from relaybatch.engine.normalize import result_tokens, tool_call
 
 COST_TYPE = pa.decimal128(38, 18)
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -165,8 +165,12 @@ def _result_key(name: str, empty: Any = None) -> Value:
 
 def _token(name: str) -> Value:
     def value(item: dict[str, Any], result: dict[str, Any]) -> Any:
+        if not result:
+            return None
         tokens = result.get("tokens")
-        return tokens.get(name) if isinstance(tokens, dict) else None
+        if not isinstance(tokens, dict):  # read from the usage once per row, kept for the next column
+            tokens = result["tokens"] = result_tokens(item["kind"], result) or {}
+        return tokens.get(name)
 
     return value
 

@@ -6,12 +6,20 @@ one at a time (``transition``) or as a group in one transaction (``apply``): the
 the changes that happen in the same moment, and waits for the commit before acting on them.
 
 Tables: ``runs`` (one row per run: its settings and why it last stopped), ``items`` (state,
-attempts, remote id, last error, timestamps, not-before time, result, cost columns that the
-costs package fills), ``price_snapshots`` (the prices a run used) and ``events`` (append-only
-log of every transition). The plan's fingerprint (relaybatch/run/fingerprint.py says what it
-means): ``runs.plan_summary``, ``plan_inputs`` (every file the plan read, its size and sha256)
-and ``plan_rows`` (64-bit digests of every planned row's request key and item id, with its line),
-written in the transaction that plans the items and forgotten by any other write of items.
+attempts, remote id, last error, submitted and finished times, not-before time, result, cost
+columns that the costs package fills), ``price_snapshots`` (the prices a run used) and ``events``
+(append-only log of every transition: the item's rowid, the state, a detail, and the time as
+integer milliseconds since the epoch, shown as ISO text by the readers). The plan's fingerprint
+(relaybatch/run/fingerprint.py says what it means): ``runs.plan_summary``, ``plan_inputs`` (every
+file the plan read, its size and sha256) and ``plan_rows`` (64-bit digests of every planned row's
+request key and item id, with its line), written in the transaction that plans the items and
+forgotten by any other write of items.
+
+Each fact is kept once (docs/architecture.md, "Stores on disk"): an item's times are its
+events'; results keep the answer's own ``usage`` and the results' token columns are read from it
+(``normalize.result_tokens``). ``PRAGMA user_version`` is the layout: 0 for stores made before this
+one (events keyed by the item's text key with ISO text times; items with ``created_at`` and
+``updated_at``), migrated when opened for writing, read as they are when opened read-only.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from relaybatch.engine.states import (
     UNCERTAIN,
     IllegalTransition,
     allowed_pairs,
+    is_allowed,
 )
 from relaybatch.lean_imports import import_sqlite_utils
 from relaybatch.manifests import Item
@@ -116,10 +125,26 @@ WORK_COLUMNS = "rowid, key, item_id, job, kind, request, state, attempts, remote
 _ORDER = "rowid_order_"
 # The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
 _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
+# The store's layout (PRAGMA user_version); 0 is the layout before versions (see the docstring).
+SCHEMA_VERSION = 1
+# An event's integer milliseconds as the ISO text ``now_text`` writes (exact: SQLite keeps times
+# as integer milliseconds internally).
+_EVENT_AT_SQL = "strftime('%Y-%m-%dT%H:%M:%f', {0} / 1000.0, 'unixepoch') || '+00:00'"
+# JSON text as the store keeps it: keys sorted, no spaces after separators.
+_COMPACT = (",", ":")
 
 
 def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch: an event's time as the store keeps it."""
+    return time.time_ns() // 1_000_000
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=_COMPACT, default=str)
 
 
 @dataclass(frozen=True)
@@ -168,6 +193,7 @@ class CheckpointStore:
             )
             connection.execute("PRAGMA busy_timeout=10000")
             self.db = sqlite_utils.Database(connection)
+            self._events_by_rowid = "item" in self.db.table("events").columns_dict
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -182,8 +208,61 @@ class CheckpointStore:
         connection.execute("PRAGMA wal_autocheckpoint=4000")
         self.db = sqlite_utils.Database(connection)
         self._create_tables()
+        self._events_by_rowid = True
 
     def _create_tables(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(
+                f"{self.path}: checkpoint layout {version} is newer than this relaybatch's "
+                f"({SCHEMA_VERSION}); open it with a newer relaybatch"
+            )
+        fresh = "items" not in self.db.table_names()
+        self._create_current_tables(fresh)
+        if version == SCHEMA_VERSION:
+            return
+        with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
+            if not fresh:
+                self._migrate_events()
+                self._drop_item_times()
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _drop_item_times(self) -> None:
+        """Layout 0 to 1: items lose ``created_at`` and ``updated_at`` (no reader used them; an
+        item's times are its events'), rather than keep values that would go stale. One rewrite of
+        the table (about 0.2 s per 20,000 items); the pages' space is reused by later writes."""
+        present = set(self.db.table("items").columns_dict)
+        for column in ("created_at", "updated_at"):
+            if column in present:
+                self.db.execute(f"alter table items drop column {column}")
+
+    def _migrate_events(self) -> None:
+        """Layout 0 to 1: events refer to their item by rowid and keep integer milliseconds
+        (was the 32-character key and 29 characters of ISO text, twice per item)."""
+        if "events" not in self.db.table_names():
+            self._create_events()
+            return
+        if "item" in self.db.table("events").columns_dict:
+            return  # another process migrated it first
+        self.db.execute("alter table events rename to events_before_1")
+        self._create_events()
+        # ISO text of a known shape to integer milliseconds, exactly (no floating point): the
+        # seconds from strftime('%s') (which applies the offset) and the milliseconds as written.
+        self.db.execute(
+            "insert into events (id, item, state, detail, at) "
+            "select e.id, i.rowid, e.state, e.detail, "
+            "cast(strftime('%s', e.at) as integer) * 1000 + cast(substr(e.at, 21, 3) as integer) "
+            "from events_before_1 e left join items i on i.key = e.key and e.key != '' order by e.id"
+        )
+        self.db.execute("drop table events_before_1")
+
+    def _create_events(self) -> None:
+        self.db.execute(
+            "create table if not exists events "
+            "(id integer primary key, item integer, state text, detail text, at integer)"
+        )
+
+    def _create_current_tables(self, fresh: bool) -> None:
         self.db.table("runs").create(
             {"name": str, "created_at": str, "updated_at": str, "settings": str, "stop_reason": str},
             pk="name",
@@ -209,8 +288,6 @@ class CheckpointStore:
                 "last_error": str,
                 "result": str,
                 "not_before": float,
-                "created_at": str,
-                "updated_at": str,
                 "submitted_at": str,
                 "finished_at": str,
                 "latency_ms": float,
@@ -233,11 +310,8 @@ class CheckpointStore:
             pk="id",
             if_not_exists=True,
         )
-        self.db.table("events").create(
-            {"id": int, "key": str, "state": str, "detail": str, "at": str},
-            pk="id",
-            if_not_exists=True,
-        )
+        if fresh:
+            self._create_events()
         self.db.execute(
             "create table if not exists plan_inputs "
             "(path text primary key, role text, size integer, sha256 text, detail text)"
@@ -384,7 +458,7 @@ class CheckpointStore:
                     self._forget_plan()
                 else:
                     attached = self._write_plan_record(fingerprint)
-                stamp = now_text()
+                stamp = now_ms()
                 superseded = 0
                 if fingerprint is None or fingerprint.complete:
                     superseded = self._move_matching(
@@ -489,11 +563,13 @@ class CheckpointStore:
         Not a move of the state machine: the other store's record of an item replaces this
         store's copy only when this one is missing, pending or failed and the other has gone
         further (anything but pending). Events stay in the other store (reports read both)."""
-        columns = [name for name in self.db.table("items").columns_dict]
-        names = ", ".join(columns)
-        updates = ", ".join(f"{name} = excluded.{name}" for name in columns if name != "key")
         self.db.execute("attach database ? as other", [str(other)])
         try:
+            # The columns both stores have: a store of layout 0 has two more (created_at, updated_at).
+            theirs = {row[1] for row in self.db.execute("pragma other.table_info(items)")}
+            columns = [name for name in self.db.table("items").columns_dict if name in theirs]
+            names = ", ".join(columns)
+            updates = ", ".join(f"{name} = excluded.{name}" for name in columns if name != "key")
             with transaction(self.db.conn):
                 cursor = self.db.conn.execute(
                     f"insert into items ({names}) select {names} from other.items where true "
@@ -526,7 +602,7 @@ class CheckpointStore:
             self.db.execute("detach database other")
         return taken
 
-    def _move_matching(self, where: str, change_for: Any, stamp: str) -> int:
+    def _move_matching(self, where: str, change_for: Any, stamp: int) -> int:
         """Apply ``change_for(has_result)`` to every item matching ``where``, a page at a time,
         through the checked write path; inside the caller's transaction."""
         moved = 0
@@ -542,22 +618,23 @@ class CheckpointStore:
                 for key, has_result in rows
                 for template in [change_for(bool(has_result))]
             ]
-            self._apply_segment(changes, stamp)
+            if self._apply_segment(changes):
+                # Not reachable: the items were chosen by their state.
+                raise IllegalTransition(changes[0].key, None, changes[0].state)
             self._insert_events(changes, stamp)
             moved += len(changes)
 
     def _insert_chunk(self, chunk: Sequence[Item]) -> int:
         if not chunk:
             return 0
-        stamp = now_text()
         rows = [
             [
                 item.key,
                 item.item_id,
                 item.job,
                 item.kind,
-                json.dumps(item.request, sort_keys=True),
-                json.dumps(item.carry, sort_keys=True),
+                compact_json(item.request),
+                compact_json(item.carry),
                 item.source,
             ]
             for item in chunk
@@ -566,15 +643,15 @@ class CheckpointStore:
         if array is None:
             cursor = self.db.conn.executemany(
                 "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                "state, attempts, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                [[*row, PENDING, stamp, stamp] for row in rows],
+                "state, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                [[*row, PENDING] for row in rows],
             )
         else:
             cursor = self.db.conn.execute(
                 "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                f"state, attempts, created_at, updated_at) select {json_columns(7)}, ?, 0, ?, ? "
+                f"state, attempts) select {json_columns(7)}, ?, 0 "
                 "from json_each(?) as j order by j.key",
-                [PENDING, stamp, stamp, array],
+                [PENDING, array],
             )
         return int(cursor.rowcount)
 
@@ -598,33 +675,39 @@ class CheckpointStore:
             unknown = change.fields.keys() - _CHANGEABLE
             if unknown:
                 raise ValueError(f"cannot set {sorted(unknown)} on an item")
-        stamp = now_text()
-        with transaction(self.db.conn):
-            for segment in _segments_with_distinct_keys(changes):
-                self._apply_segment(segment, stamp)
-            self._insert_events(changes, stamp)
+        stamp = now_ms()
+        try:
+            with transaction(self.db.conn):
+                for segment in _segments_with_distinct_keys(changes):
+                    if self._apply_segment(segment):
+                        raise _Skipped
+                self._insert_events(changes, stamp)
+        except _Skipped:
+            raise self._illegal(changes) from None  # rolled back: the store is as it was
 
-    def _insert_events(self, changes: Sequence[Change], stamp: str) -> None:
+    def _insert_events(self, changes: Sequence[Change], stamp: int) -> None:
+        """One event per change, referring to its item by rowid (looked up by key)."""
         events = [[change.key, change.state, change.detail] for change in changes]
         array = json_array(events)
         if array is None:
             self.db.conn.executemany(
-                "insert into events (key, state, detail, at) values (?, ?, ?, ?)",
+                "insert into events (item, state, detail, at) "
+                "values ((select rowid from items where key = ?), ?, ?, ?)",
                 [[*event, stamp] for event in events],
             )
         else:
             self.db.conn.execute(
-                "insert into events (key, state, detail, at) "
-                "select j.value ->> 0, j.value ->> 1, j.value ->> 2, ? "
+                "insert into events (item, state, detail, at) "
+                "select (select rowid from items where key = j.value ->> 0), j.value ->> 1, j.value ->> 2, ? "
                 "from json_each(?) as j order by j.key",
                 [stamp, array],
             )
 
-    def _apply_segment(self, changes: Sequence[Change], stamp: str) -> None:
+    def _apply_segment(self, changes: Sequence[Change]) -> bool:
         """One update per set of changed columns; every key appears once, so order cannot matter.
 
-        Each update only touches rows whose move is in the state machine; a row it skipped is an
-        illegal move (or an unknown key), raised here so the caller's transaction rolls back."""
+        Each update only touches rows whose move is in the state machine; True when it skipped
+        one (an illegal move or an unknown key): the caller rolls its transaction back."""
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         for change in changes:
             columns = tuple(sorted(change.fields))
@@ -635,30 +718,37 @@ class CheckpointStore:
             if array is None:
                 assignments = "".join(f", {name} = ?" for name in columns)
                 cursor = self.db.conn.executemany(
-                    f"update items set state = ?, updated_at = ?{assignments} "
+                    f"update items set state = ?{assignments} "
                     f"where key = ? and (state || '>' || ?) in {_ALLOWED_SQL}",
-                    [[state, stamp, *values, key, state] for key, state, *values in rows],
+                    [[state, *values, key, state] for key, state, *values in rows],
                 )
             else:
                 assignments = "".join(
                     f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)
                 )
                 cursor = self.db.conn.execute(
-                    f"update items set state = j.value ->> 1, updated_at = ?{assignments} "
+                    f"update items set state = j.value ->> 1{assignments} "
                     "from json_each(?) as j where items.key = j.value ->> 0 "
                     f"and (items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}",
-                    [stamp, array],
+                    [array],
                 )
             if cursor.rowcount != len(rows):
-                self._raise_illegal(rows, stamp)
+                return True
+        return False
 
-    def _raise_illegal(self, rows: Sequence[Sequence[Any]], stamp: str) -> None:
-        """Name the first change the update skipped: its key, where it stood, where it was sent."""
-        for key, state, *_ in rows:
-            found = self.db.execute("select state, updated_at from items where key = ?", [key]).fetchone()
-            if found is None or (found[0], found[1]) != (state, stamp):
-                raise IllegalTransition(key, None if found is None else found[0], state)
-        raise IllegalTransition(str(rows[0][0]), None, str(rows[0][1]))
+    def _illegal(self, changes: Sequence[Change]) -> IllegalTransition:
+        """The first of ``changes`` the state machine forbids, replayed from the store's states
+        (the transaction that tried them was rolled back): its key, where it stood, where it went."""
+        states: dict[str, str | None] = {}
+        for change in changes:
+            if change.key not in states:
+                found = self.db.execute("select state from items where key = ?", [change.key]).fetchone()
+                states[change.key] = None if found is None else str(found[0])
+            old = states[change.key]
+            if old is None or not is_allowed(old, change.state):
+                return IllegalTransition(change.key, old, change.state)
+            states[change.key] = change.state
+        return IllegalTransition(changes[0].key, None, changes[0].state)  # not reachable
 
     # -- items out --------------------------------------------------------------------------
 
@@ -835,16 +925,24 @@ class CheckpointStore:
         which the dashboard draws over time."""
         with transaction(self.db.conn):
             self.db.execute(
-                "insert into events (key, state, detail, at) values ('', ?, ?, ?)",
-                [state, json.dumps(detail), now_text()],
+                "insert into events (item, state, detail, at) values (null, ?, ?, ?)",
+                [state, json.dumps(detail), now_ms()],
             )
 
     def iter_events(self) -> Iterator[dict[str, Any]]:
-        """Every event in order, with its item's kind, streamed."""
-        cursor = self.db.conn.execute(
-            "select e.key, e.state, e.detail, e.at, i.kind from events e "
-            "left join items i on i.key = e.key order by e.id"
-        )
+        """Every event in order, with its item's key and kind, streamed; ``at`` as ISO text."""
+        if self._events_by_rowid:
+            sql = (
+                "select coalesce(i.key, '') as key, e.state, e.detail, "
+                f"{_EVENT_AT_SQL.format('e.at')} as at, i.kind "
+                "from events e left join items i on i.rowid = e.item order by e.id"
+            )
+        else:  # layout 0, opened read-only
+            sql = (
+                "select e.key, e.state, e.detail, e.at, i.kind from events e "
+                "left join items i on i.key = e.key order by e.id"
+            )
+        cursor = self.db.conn.execute(sql)
         names = [description[0] for description in cursor.description]
         for values in cursor:
             yield dict(zip(names, values, strict=True))
@@ -859,7 +957,18 @@ class CheckpointStore:
         return self.iter_items(job, [state for state in ALL_STATES if state != SUPERSEDED], columns)
 
     def events(self, key: str) -> list[dict[str, Any]]:
-        return list(self.db.table("events").rows_where("key = ?", [key], order_by="id"))
+        """One item's events in order: id, key, state, detail and ``at`` (ISO text)."""
+        if self._events_by_rowid:
+            sql = (
+                f"select e.id, ? as key, e.state, e.detail, {_EVENT_AT_SQL.format('e.at')} as at "
+                "from events e where e.item = (select rowid from items where key = ?) order by e.id"
+            )
+            args = [key, key]
+        else:  # layout 0, opened read-only
+            sql, args = "select id, key, state, detail, at from events where key = ? order by id", [key]
+        cursor = self.db.conn.execute(sql, args)
+        names = [description[0] for description in cursor.description]
+        return [dict(zip(names, values, strict=True)) for values in cursor]
 
     # -- prices -----------------------------------------------------------------------------
 
@@ -923,7 +1032,7 @@ def _segments_with_distinct_keys(changes: Sequence[Change]) -> Iterator[Sequence
 
 def _column_value(name: str, value: Any) -> Any:
     if name in ("result", "cost_detail") and value is not None and not isinstance(value, str):
-        return json.dumps(value, sort_keys=True, default=str)
+        return compact_json(value)
     if name == "cost_usd" and value is not None:
         return format(Decimal(value), "f")  # exact, in plain notation; never a float
     return value
@@ -937,6 +1046,10 @@ def _decoded(row: dict[str, Any]) -> dict[str, Any]:
     if "result" in row:
         row["result"] = json.loads(row["result"]) if row["result"] else None
     return row
+
+
+class _Skipped(Exception):
+    """An update skipped a row: an illegal move, named once the transaction is rolled back."""
 
 
 def epoch() -> float:

@@ -45,7 +45,7 @@ def test_a_group_that_fails_writes_nothing(tmp_path: Path) -> None:
     store = CostStore(tmp_path / "costs.sqlite")
     try:
         store.db.execute(
-            "create trigger refuse before insert on charges when new.item_key = 'key007' "
+            "create trigger refuse before insert on charge_rows when new.item_key = 'key007' "
             "begin select raise(abort, 'refused'); end"
         )
         with pytest.raises(sqlite3.IntegrityError, match="refused"):
