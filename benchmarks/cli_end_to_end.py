@@ -253,7 +253,7 @@ def main() -> None:
     sizes = [int(value) for value in args.items.split(",")]
     if args.keep:
         args.keep.mkdir(parents=True)
-        report([measure(items, args.keep) for items in sizes])
+        report([measure(items, args.keep, not args.skip_interrupted) for items in sizes])
         return
     with tempfile.TemporaryDirectory(prefix="relaybatch-e2e-") as folder:
         report([measure(items, Path(folder), not args.skip_interrupted) for items in sizes])
