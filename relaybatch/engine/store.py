@@ -518,8 +518,9 @@ class CheckpointStore:
         created = self.db.execute("select min(created_at) from runs").fetchone()[0]
         # The last event that can change an item (run events such as the limiter's do not), read
         # backwards from the end: run events come in few at a time.
+        item_event = "item is not null" if self._events_by_rowid else "key != ''"  # layout 0, read-only
         event = self.db.execute(
-            "select id from events where key != '' or state = 'absorbed' order by id desc limit 1"
+            f"select id from events where {item_event} or state = 'absorbed' order by id desc limit 1"
         ).fetchone()
         item = self.db.execute("select max(rowid) from items").fetchone()[0]
         return f"{created}/{event[0] if event else 0}/{item or 0}"
@@ -581,8 +582,8 @@ class CheckpointStore:
                     self._forget_plan()  # rows a shard planned, perhaps from another manifest version
                     # A run event: rows changed without events of their own (change_mark moves).
                     self.db.execute(
-                        "insert into events (key, state, detail, at) values ('', 'absorbed', ?, ?)",
-                        [json.dumps({"store": str(other), "rows": taken}), now_text()],
+                        "insert into events (item, state, detail, at) values (null, 'absorbed', ?, ?)",
+                        [json.dumps({"store": str(other), "rows": taken}), now_ms()],
                     )
                 if self.manifest() is None:
                     row = self.db.execute(
