@@ -113,6 +113,8 @@ _RUN_COLUMNS_ADDED = (
 )
 # plan_rows.kind: what a digest is of.
 PLANNED_KEY, PLANNED_ID = 0, 1
+# The event of an item the manifest names anew (same key, another id or carried values): no state.
+RENAMED = "renamed"
 # Page cache of a writer's connection, in KiB (see __init__), and of whole-table reads (``scanning``).
 CACHE_KIB = 32_000
 SCAN_CACHE_KIB = 2_000
@@ -444,15 +446,24 @@ class CheckpointStore:
         attached: list[str] = []
         try:
             with transaction(self.db.conn):
-                self.db.execute("create temp table if not exists current_keys (key text primary key)")
+                self.db.execute(
+                    "create temp table if not exists current_keys "
+                    "(key text primary key, item_id text, carry text, source text)"
+                )
                 self.db.execute("delete from current_keys")
                 added = 0
                 for chunk in _chunks(items, ADD_CHUNK_ROWS):
                     skipped = skip([item.key for item in chunk]) if skip else set()
                     added += self._insert_chunk([item for item in chunk if item.key not in skipped])
                     self.db.conn.executemany(
-                        "insert or ignore into current_keys (key) values (?)", [[item.key] for item in chunk]
+                        "insert or ignore into current_keys (key, item_id, carry, source) "
+                        "values (?, ?, ?, ?)",
+                        [
+                            [item.key, item.item_id, json.dumps(item.carry, sort_keys=True), item.source]
+                            for item in chunk
+                        ],
                     )
+                self._name_anew()
                 fingerprint = record() if record is not None else None
                 if fingerprint is None:
                     self._forget_plan()
@@ -624,6 +635,25 @@ class CheckpointStore:
                 raise IllegalTransition(changes[0].key, None, changes[0].state)
             self._insert_events(changes, stamp)
             moved += len(changes)
+
+    def _name_anew(self) -> None:
+        """Inside the plan's transaction: items the manifest still produces (same job, kind and
+        request, so the same key) under another id, carried values or line take the current ones,
+        as a fresh plan gives them; an id or carried value that changed gets a 'renamed' event, no
+        state (the next export shows it, so the store's change mark must move; the report and the
+        dashboard count item states only)."""
+        renamed = self.db.execute(
+            "update items set item_id = c.item_id, carry = c.carry from current_keys as c "
+            "where items.key = c.key and (items.item_id is not c.item_id or items.carry is not c.carry) "
+            "returning items.key"
+        ).fetchall()
+        self.db.execute(
+            "update items set source = c.source from current_keys as c "
+            "where items.key = c.key and items.source is not c.source"
+        )
+        if renamed:
+            detail = "the manifest names this item anew (its id or carried values changed)"
+            self._insert_events([Change(key, RENAMED, {}, detail) for (key,) in renamed], now_text())
 
     def _insert_chunk(self, chunk: Sequence[Item]) -> int:
         if not chunk:

@@ -324,3 +324,35 @@ def test_items_added_outside_a_plan_make_the_next_plan_whole(tmp_path: Path) -> 
     again = plan(manifest, tmp_path / "runs")
 
     assert (again.planned, again.superseded) == ("whole", 1)
+
+
+@pytest.mark.parametrize("state", ["pending", "superseded"])
+def test_an_item_named_anew_by_the_manifest_takes_its_new_id_source_and_carried_values(
+    tmp_path: Path, state: str
+) -> None:
+    # The key is (job, kind, request): a row whose id (or carried column, or line) changed with the
+    # same request is the same item, and it keeps its answer; it must not keep its old names.
+    manifest = tmp_path / "labels.csv"
+    manifest.write_text("id,model,prompt,tag\nr0,relay-chat-small,zero,a\nr1,relay-chat-small,one,b\n")
+    first = plan(manifest, tmp_path / "runs")
+    if state == "superseded":  # r1 left the manifest; it comes back under another id
+        manifest.write_text("id,model,prompt,tag\nr0,relay-chat-small,zero,a\n")
+        assert plan(manifest, tmp_path / "runs").superseded == 1
+    with CheckpointStore.open_read_only(first.paths.checkpoint) as store:
+        mark = store.change_mark()
+    manifest.write_text("id,model,prompt,tag\n\nx1,relay-chat-small,one,b\nr0,relay-chat-small,zero,a\n")
+
+    again = plan(manifest, tmp_path / "runs")
+    whole = plan(manifest, tmp_path / "fresh")
+
+    assert again.added == 0
+    named = {item["key"]: item for item in items(again.paths.checkpoint)["labels"]}
+    fresh = {item["key"]: item for item in items(whole.paths.checkpoint)["labels"]}
+    for key, item in fresh.items():
+        assert {name: named[key][name] for name in ("item_id", "carry", "source")} == {
+            name: item[name] for name in ("item_id", "carry", "source")
+        }
+    with CheckpointStore.open_read_only(again.paths.checkpoint) as store:
+        assert store.change_mark() != mark  # the results show the new id: they are written again
+        renamed = [event for event in store.iter_events() if event["state"] == "renamed"]
+    assert len(renamed) == 1  # x1's id; r0 only moved to another line
