@@ -458,10 +458,7 @@ class CheckpointStore:
                     self.db.conn.executemany(
                         "insert or ignore into current_keys (key, item_id, carry, source) "
                         "values (?, ?, ?, ?)",
-                        [
-                            [item.key, item.item_id, json.dumps(item.carry, sort_keys=True), item.source]
-                            for item in chunk
-                        ],
+                        [[item.key, item.item_id, compact_json(item.carry), item.source] for item in chunk],
                     )
                 self._name_anew()
                 fingerprint = record() if record is not None else None
@@ -644,7 +641,9 @@ class CheckpointStore:
         dashboard count item states only)."""
         renamed = self.db.execute(
             "update items set item_id = c.item_id, carry = c.carry from current_keys as c "
-            "where items.key = c.key and (items.item_id is not c.item_id or items.carry is not c.carry) "
+            # json(): the same values whatever the spacing of the stored text (a store of an older layout)
+            "where items.key = c.key "
+            "and (items.item_id is not c.item_id or json(items.carry) is not json(c.carry)) "
             "returning items.key"
         ).fetchall()
         self.db.execute(
@@ -653,7 +652,7 @@ class CheckpointStore:
         )
         if renamed:
             detail = "the manifest names this item anew (its id or carried values changed)"
-            self._insert_events([Change(key, RENAMED, {}, detail) for (key,) in renamed], now_text())
+            self._insert_events([Change(key, RENAMED, {}, detail) for (key,) in renamed], now_ms())
 
     def _insert_chunk(self, chunk: Sequence[Item]) -> int:
         if not chunk:
