@@ -4,7 +4,7 @@ The limit is the smaller of the configured one and the one the gateway reports
 (``x-ratelimit-limit-requests`` on any answer, ``error.rate_limit{rpm, qps}`` on a 429), used in
 full rather than discounted: a request goes when the run's own send times admit it
 (``send_windows``): fewer than the limit in the trailing minute plus a jitter margin, and the
-per-second pace (qps) in half-second batches. So a sliding or fixed minute window at the gateway
+per-second pace (qps), evenly spaced. So a sliding or fixed minute window at the gateway
 never sees more than the limit, and over two minutes nearly twice the limit goes through.
 ``x-ratelimit-remaining-requests`` caps what goes before its ``x-ratelimit-reset-requests``
 (less the requests still on their way): the gateway's count is the truth when another process,
@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relaybatch.engine.send_windows import JITTER_MARGIN_SECONDS, SendWindows
+from relaybatch.engine.send_windows import CATCH_UP_SECONDS, JITTER_MARGIN_SECONDS, SendWindows
 from relaybatch.gateway.retry import MAX_SERVER_WAIT_SECONDS, ServerHints, read_server_hints
 from relaybatch.limiting import RequestPurpose
 
@@ -60,8 +60,8 @@ RECOVERY_PER_SECOND = 0.02
 # Also how long a remaining count without a reset time is trusted.
 DEFAULT_PAUSE_SECONDS = 1.0
 # A 429 while the window still admits requests says nothing about our rate: everyone holds back
-# this long (or the answer's retry-after, capped), then carries on at the same rate. A short hold
-# costs little throughput: the per-second rule lets the held half second's sends catch up.
+# this long (or the answer's retry-after, capped), then carries on at the same rate. A hold costs
+# no throughput: the sends the pace had due during it go when it ends (the timetable is kept).
 NOT_WINDOW_HOLD_SECONDS = 0.5
 MAX_NOT_WINDOW_HOLD_SECONDS = 5.0
 # A granted request with no answer after this long (a dropped connection) stops counting as in flight.
@@ -116,7 +116,7 @@ class AdaptiveTokenBucket:
     """The run's limiter, shared by every request; implements ``relaybatch.limiting.Limiter``.
 
     ``requests_per_minute`` None means not configured (learned from the gateway); ``burst`` is
-    the most requests sent together (default: the per-second rate, at least 1); ``poll_share`` the
+    the most requests sent together (default 1: evenly spaced at the pace); ``poll_share`` the
     fraction of requests reserved for polls when both wait; ``window_margin`` the arrival jitter
     the minute window allows for. ``clock`` and ``sleep`` are injectable so tests run on a fake
     clock. (The name stays from when it was a token bucket: the public API.)
@@ -148,6 +148,10 @@ class AdaptiveTokenBucket:
         # The cold-start climb (None once a limit is known): the current rung.
         self._rung: int | None = LIMIT_RUNGS[0] if configured is None else None
         self._paused_until = 0.0
+        self._admitted_since = -math.inf  # what _take_token last found, for _granted
+        self._released_at = -math.inf  # when the climb let everyone go
+        # After a hold, sends may catch up this much of the timetable, until the given time.
+        self._held_seconds, self._held_catch_up_until = 0.0, -math.inf
         self._last_decrease = -math.inf
         # What the gateway's last remaining count still admits, and until when that count holds.
         self._room: float | None = None
@@ -296,9 +300,11 @@ class AdaptiveTokenBucket:
     def _learn(self, reported_rpm: float, reported_qps: float | None) -> None:
         if self._rung is not None:
             # Leaving the climb: the minute window counts what the climb sent, so what is spent
-            # stays spent, and no burst goes on top of it.
+            # stays spent, and no burst goes on top of it; the pace starts now, with no sends
+            # owed from while the climb held everyone.
             self._rung = None
             self._rate_per_minute = reported_rpm
+            self._released_at = self._clock()
         if reported_qps is not None and reported_qps < reported_rpm / 60.0 - QPS_ROUNDING:
             self._learned_qps = reported_qps
         self._learned = reported_rpm
@@ -345,6 +351,10 @@ class AdaptiveTokenBucket:
         until = self._clock() + seconds
         if until > self._paused_until:
             self._paused_until = until
+            self._held_seconds = (
+                max(self._held_seconds, seconds) if self._clock() < self._held_catch_up_until else seconds
+            )
+            self._held_catch_up_until = until + 1.0
 
     def _cap_to_remaining(self, remaining: float, reset: float | None) -> None:
         """The server's count is the truth: until its reset, send no more than the requests it
@@ -354,28 +364,36 @@ class AdaptiveTokenBucket:
 
     # -- admission ------------------------------------------------------------------------------
 
-    def _next_send_at(self, now: float) -> float:
-        """When the windows and the gateway's remaining count next admit a send (>= now)."""
-        at = self._windows.next_send_at(now, self._ceiling, self._per_second(), self._burst)
+    def _due(self, now: float) -> float:
+        """Since when the windows and the gateway's remaining count admit a send (-inf: nothing
+        holds it); a send is admitted once this is not after now."""
+        due = max(self._released_at, self._windows.due(now, self._ceiling, self._per_second(), self._burst))
         if self._room is not None:
             if now >= self._room_until:
                 self._room = None  # the count is stale: the window has moved on since
             elif self._room < 1.0:
-                at = max(at, self._room_until)
-        return at
+                due = max(due, self._room_until)
+        return due
 
     def _take_token(self) -> bool:
         now = self._clock()
         if now < self._paused_until:
             return False
         if self._rung is not None:
+            self._admitted_since = -math.inf
             return self._climb_allows()
-        return self._next_send_at(now) <= now
+        self._admitted_since = self._due(now)
+        return self._admitted_since <= now
 
     def _granted(self, lane: Lane, waited: bool) -> None:
+        """Note a send; ``waited``: it was queued, so it went when the dispatcher woke, which on a
+        busy event loop is a little after it was admitted (made up, see SendWindows.record)."""
         self.granted[lane] += 1
         now = self._clock()
-        self._windows.record(now, waited)
+        catch_up = CATCH_UP_SECONDS
+        if now <= self._held_catch_up_until:
+            catch_up += self._held_seconds  # the sends due during a hold go when it ends
+        self._windows.record(now, self._admitted_since if waited else -math.inf, catch_up)
         if self._room is not None:
             self._room -= 1.0
         self._unanswered.append(now)
@@ -388,7 +406,7 @@ class AdaptiveTokenBucket:
             return self._paused_until - now
         if self._rung is not None:
             return PROBE_RECHECK_SECONDS  # waiting for an answer, or for the minute to move on
-        return self._next_send_at(now) - now
+        return max(0.0, self._due(now) - now)
 
     @property
     def unanswered(self) -> int:
