@@ -184,3 +184,22 @@ async def test_against_a_per_second_meter_a_limit_named_only_in_a_429_costs_one_
     assert len(refused_at) == 3
     assert max(refused_at) - min(refused_at) < 1.0  # one burst
     assert outcome.admitted_within(120.0) >= 2 * 120 * 0.98
+
+
+@pytest.mark.parametrize("rpm", [120, 1200])
+@pytest.mark.parametrize("kind", MINUTE_KINDS)
+async def test_an_earlier_runs_requests_in_the_window_cost_no_429_when_the_remaining_count_is_reported(
+    kind: Kind, rpm: int
+) -> None:
+    # A resumed run (or another process on the key) starts with the window nearly full of
+    # requests it did not send: its own send times know nothing of them, the remaining count does.
+    clock = SimClock()
+    gateway = Gateway(kind, rpm)
+    earlier = rpm - 5
+    for index in range(earlier):
+        gateway.answer(clock.now - 20.0 + 20.0 * index / earlier)
+
+    outcome = await simulate(gateway, "reported", 120.0, clock)
+
+    assert outcome.refused == 0
+    assert outcome.admitted_within(120.0) > rpm  # and the run goes on as the window frees
