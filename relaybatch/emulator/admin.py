@@ -114,9 +114,12 @@ async def clock_advance(request: Request) -> Response:
     if isinstance(body, Response):
         return body
     seconds = body.get("seconds")
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
         return error_response(400, None, "body needs 'seconds' as a non-negative number")
-    _state(request).clock.advance(float(seconds))
+    try:
+        _state(request).clock.advance(float(seconds))
+    except (ValueError, OverflowError) as error:
+        return error_response(400, None, f"'seconds': {error}")
     return await clock_now(request)
 
 

@@ -7,8 +7,12 @@ time at ``start`` so that only ``advance`` moves it.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime
+
+# The last second a timestamp can show (9999-12-31T23:59:59Z): the clock never moves past it.
+LATEST_EPOCH_SECONDS = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
 
 
 class Clock:
@@ -22,8 +26,12 @@ class Clock:
         return base + self._offset
 
     def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("the clock only moves forward")
+        """Move the clock forward; ValueError (clock unchanged) for a negative or non-finite step,
+        or one that would pass the last time a timestamp can show."""
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError("the clock only moves forward, by a finite number of seconds")
+        if self.now() + seconds > LATEST_EPOCH_SECONDS:
+            raise ValueError("the clock cannot move past 9999-12-31T23:59:59Z")
         self._offset += seconds
 
     def isoformat(self) -> str:

@@ -74,6 +74,17 @@ async def test_clock_advance_moves_the_emulator_clock(http: httpx.AsyncClient) -
     assert (await http.post("/_emulator/clock/advance", json={"seconds": -1})).status_code == 400
 
 
+async def test_clock_advance_refuses_a_step_no_timestamp_can_show(http: httpx.AsyncClient) -> None:
+    before = (await http.get("/_emulator/clock")).json()
+
+    for body in (b'{"seconds": 251606816384.0}', b'{"seconds": Infinity}', b'{"seconds": NaN}'):
+        response = await http.post("/_emulator/clock/advance", content=body)
+        assert response.status_code == 400, body
+        assert "seconds" in response.json()["error"]["message"]
+
+    assert (await http.get("/_emulator/clock")).json() == before  # a refused step moves nothing
+
+
 async def test_faults_settings_round_trip(http: httpx.AsyncClient) -> None:
     settings = {
         "seed": 3,
