@@ -297,7 +297,11 @@ class CostStore:
                 return "null"
             if column in TEXT_ID_COLUMNS:
                 return f"(select id from texts where text = c.{column})"
-            converted = {"call": "rb_call(c.call)", "charged_at": "rb_micros(c.charged_at)"}
+            converted = {
+                "call": "rb_call(c.call)",
+                "charged_at": "rb_micros(c.charged_at)",
+                "known_usd": "nullif(c.known_usd, c.usd)",
+            }
             return converted.get(column, f"c.{column}")
 
         self.db.execute(
@@ -543,6 +547,8 @@ def _shown(name: str, table: str) -> str:
         return "coalesce((select text from texts where id = c.price_paths), '{}')"
     if name in TEXT_ID_COLUMNS:
         return f"(select text from texts where id = c.{name})"
+    if name == "known_usd":  # null when it is the whole cost (a priced row): the same text twice
+        return "coalesce(c.known_usd, c.usd)"
     return f"c.{name}"
 
 
@@ -658,12 +664,13 @@ def _charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
         part = parts.get(name)
         values += (_text(part.unit_price), _text(part.usd)) if part else (None, None)
     paths = _price_paths(row)
+    usd, known = _text(cost.usd), str(cost.known_usd)
     values += [
         None if paths is None else ids[paths],
         ",".join(cost.unknown) or None,
         not cost.unknown,
-        _text(cost.usd),
-        str(cost.known_usd),
+        usd,
+        None if known == usd else known,
         _text(row.reserved_usd),
         row.outcome,
         _micros(row.charged_at),

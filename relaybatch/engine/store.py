@@ -1061,6 +1061,9 @@ def _segments_with_distinct_keys(changes: Sequence[Change]) -> Iterator[Sequence
 
 
 def _column_value(name: str, value: Any) -> Any:
+    if name == "result" and isinstance(value, dict):
+        # A key whose value is null says nothing a reader's .get() would not: not written.
+        value = {key: item for key, item in value.items() if item is not None}
     if name in ("result", "cost_detail") and value is not None and not isinstance(value, str):
         return compact_json(value)
     if name == "cost_usd" and value is not None:

@@ -94,8 +94,11 @@ def test_a_charge_takes_its_reservations_place_and_leaves_no_reservation(tmp_pat
     assert [(row["id"], row["outcome"]) for row in records] == [("key000:attempt-1", "charged")]
     assert raw(path, "select count(*) from reservations") == [(0,)]
     # attempt-N as the integer N, the time as integer microseconds, repeated texts as ids
-    stored = raw(path, "select call, typeof(charged_at), typeof(run), typeof(price_paths) from charge_rows")
-    assert stored == [(1, "integer", "integer", "integer")]
+    stored = raw(
+        path, "select call, typeof(charged_at), typeof(run), typeof(price_paths), known_usd from charge_rows"
+    )
+    assert stored == [(1, "integer", "integer", "integer", None)]  # known_usd: usd's text, not twice
+    assert records[0]["known_usd"] == records[0]["usd"] == str(charge.cost.usd)
     assert raw(path, "select count(*) from texts where text = 'demo'") == [(1,)]
 
 

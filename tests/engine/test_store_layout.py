@@ -125,6 +125,8 @@ def test_a_new_store_keeps_each_fact_once(store: CheckpointStore) -> None:
         connection.close()
     assert ", " not in result_text and ": " not in result_text and ", " not in request_text
     assert "tokens" not in json.loads(result_text)
+    assert "tool_calls" not in json.loads(result_text)  # null: not written; .get() reads None
+    assert store.item(chat(1).key)["result"].get("tool_calls") is None
     assert (rowid, "done", "integer") in stored_events and (None, "limiter", "integer") in stored_events
     events = list(store.iter_events())
     assert events[-1]["key"] == "" and events[0]["key"] == chat(1).key and events[0]["kind"] == "chat"
