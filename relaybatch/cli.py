@@ -481,9 +481,22 @@ def resolve(
 ) -> None:
     """List calls sent with no answer recorded (counted at their worst case), or settle one."""
     from relaybatch.costs.terminal import resolve_unknown
+    from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
 
     paths = _existing_run(run_name, runs_dir)
-    resolve_unknown(console, paths.root, call, charged, not_charged)
+    if call is None:
+        holder = holder_of(paths.root)
+        resolve_unknown(console, paths.root, call, charged, not_charged)
+        if holder is not None:  # its calls in flight have no answer yet either
+            console.print(
+                f"executing now: {holder.describe()}; calls it has in flight are listed too and settle "
+                "when they answer"
+            )
+        return
+    # An execution answers its calls in flight itself: settling one of them from a bill would
+    # race its answer. One writer at a time (run/locking.py).
+    with holding(paths.root, f"settling a call of {what_runs_in(paths)}", RESOLVE_ADVICE):
+        resolve_unknown(console, paths.root, call, charged, not_charged)
 
 
 @app.command()

@@ -184,6 +184,10 @@ RUN_ADVICE = (
     "stop it (Ctrl-C where it runs, or SIGTERM: it stops cleanly and resumably), then run this "
     "command again."
 )
+RESOLVE_ADVICE = (
+    "Its calls in flight settle when they answer: settle a call from the bill once the execution has "
+    "finished (or stop it: Ctrl-C where it runs, or SIGTERM), then run this command again."
+)
 MERGE_ADVICE = (
     "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
     "resumably), then run this command again."

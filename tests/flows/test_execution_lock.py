@@ -9,6 +9,7 @@ when the second command comes."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,6 +183,18 @@ def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_afte
 
         status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow)
         assert f"executing now: {holder}" in status.stdout
+
+        # Its calls in flight have no answer yet: listed as such, and not settled from a bill.
+        listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=slow)
+        assert listed.returncode == 0 and f"executing now: {holder}" in listed.stdout
+        in_flight = re.search(r"[0-9a-f]{32}:attempt-\d+", listed.stdout)
+        assert in_flight is not None, listed.stdout
+        settled = _relaybatch(
+            "resolve", "many", in_flight[0], "--not-charged", "--runs-dir", str(runs), emulator=slow
+        )
+        assert settled.returncode == 1 and holder in settled.stderr, settled.stderr
+        assert "settle a call from the bill once the execution has finished" in settled.stderr
+        assert "Traceback" not in settled.stderr
     finally:
         run.kill()
 
