@@ -15,7 +15,8 @@ Parquet), export (the results Parquet), other (between steps, what the CLI print
 For each: CPU microseconds per item, and memory: the process's peak resident set when the phase
 ended (``ru_maxrss``), the highest resident set sampled while the phase was the innermost one
 running (a thread reads /proc/self/statm every 10 ms), the resident set and the bytes Arrow's
-memory pool held when it ended; with ``--tracemalloc``, also the peak of Python's own allocations
+memory pool held when it ended, SQLite's own high-water mark while it ran (page caches, sorters,
+statements: ``sqlite3_memory_highwater``); with ``--tracemalloc``, also the peak of Python's own allocations
 while it ran (tracemalloc slows the run two- to threefold; its CPU figures are then not comparable).
 
 A fourth run, ``--runs edit``, changes one row in the middle of the manifest after the resume: the
@@ -37,6 +38,7 @@ import tempfile
 import time
 import tracemalloc  # imported here: an import inside the clock would re-enter it
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PHASES = [
@@ -77,6 +79,8 @@ class Clock:
         self.end_kb: dict[str, int] = {}  # RSS when the phase last ended
         self.arrow_kb: dict[str, int] = {}  # bytes Arrow's pool held when the phase last ended
         self.python_kb: dict[str, int] = {}  # tracemalloc's peak while the phase was innermost
+        self.sqlite_kb: dict[str, int] = {}  # SQLite's own high-water mark while the phase was innermost
+        self.sqlite = _sqlite_counters()
         self.stack = ["start-up"]
         self.mark = time.process_time()
 
@@ -86,6 +90,9 @@ class Clock:
         self.cpu[current] += now - self.mark
         self.mark = now
         self._python_peak(current)
+        if self.sqlite is not None:  # what SQLite allocated (page caches, sorters, statements)
+            highwater = self.sqlite(1) // 1024  # and reset: the next phase starts from what is used
+            self.sqlite_kb[current] = max(self.sqlite_kb.get(current, 0), highwater)
         if phase is None:
             ended = self.stack.pop()
             self.peak_kb[ended] = max(self.peak_kb.get(ended, 0), _peak_kb())
@@ -120,6 +127,20 @@ def _peak_kb() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _sqlite_counters() -> Any:
+    """``sqlite3_memory_highwater`` of the SQLite library Python's sqlite3 module uses, or None."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("sqlite3")
+    try:
+        highwater = ctypes.CDLL(name or "libsqlite3.so.0").sqlite3_memory_highwater
+    except (OSError, AttributeError):
+        return None  # sqlite3 built into Python's module: no figure
+    highwater.restype, highwater.argtypes = ctypes.c_int64, [ctypes.c_int]
+    return highwater
 
 
 def _rss_kb() -> int:
@@ -165,6 +186,16 @@ def _wrap(clock: Clock, function: object, phase: str) -> object:
     return timed
 
 
+def _override_constants(assignments: str) -> None:
+    """``module.NAME=integer,...``: a trial of another value (imports the module early)."""
+    import importlib
+
+    for assignment in filter(None, assignments.split(",")):
+        target, _, value = assignment.partition("=")
+        module, _, name = target.rpartition(".")
+        setattr(importlib.import_module(module), name, int(value))
+
+
 def child(result_path: Path, arguments: list[str]) -> None:
     import importlib._bootstrap as bootstrap
 
@@ -194,6 +225,7 @@ def child(result_path: Path, arguments: list[str]) -> None:
     bootstrap._find_and_load = find_and_load  # type: ignore[attr-defined]
     if os.environ.get("RELAYBATCH_PHASES_TRACEMALLOC"):
         tracemalloc.start()
+    _override_constants(os.environ.get("RELAYBATCH_PHASES_SET", ""))
     _start_sampler(clock)
     code = 0
     try:
@@ -222,6 +254,7 @@ def child(result_path: Path, arguments: list[str]) -> None:
             "end_kb": clock.end_kb,
             "arrow_kb": clock.arrow_kb,
             "python_kb": clock.python_kb,
+            "sqlite_kb": clock.sqlite_kb,
             "exit": code,
         }
         result_path.write_text(json.dumps(figures))
@@ -291,13 +324,14 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
         peaks: dict[str, int] = figures["peak_kb"]  # type: ignore[assignment]
         total = sum(cpu.values())
         print(f"\n{name}: {items:,} items, wall {wall:.1f} s, CPU {total:.1f} s, exit {figures['exit']}")
-        names = ("peak_kb", "sampled_kb", "end_kb", "arrow_kb", "python_kb")
+        names = ("peak_kb", "sampled_kb", "end_kb", "arrow_kb", "sqlite_kb", "python_kb")
         memory = [figures.get(name, {}) for name in names]
         print(
             "| phase | CPU s | CPU us/item | share | peak RSS at its end, MB | highest RSS sampled in it, MB "
-            "| RSS at its end, MB | Arrow pool at its end, MB | Python peak in it (tracemalloc), MB |"
+            "| RSS at its end, MB | Arrow pool at its end, MB | SQLite peak in it, MB "
+            "| Python peak in it (tracemalloc), MB |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for phase in PHASES:
             seconds = cpu.get(phase, 0.0)
             cells = [_mb(figure.get(phase)) for figure in memory]  # type: ignore[attr-defined]
@@ -307,7 +341,7 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
                 + " |"
             )
         peak_mb = max(peaks.values()) / 1024
-        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | |")
+        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | | |")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
 
 
@@ -328,11 +362,18 @@ def main() -> None:
     )
     parser.add_argument("--profile", help="Also write a cProfile file (CPU clock) per run: PATH.<run>")
     parser.add_argument("--tracemalloc", action="store_true", help="Python's own peak per phase (slow)")
+    parser.add_argument(
+        "--set",
+        default="",
+        help="Try other values: module.NAME=integer,... e.g. relaybatch.engine.store.CACHE_KIB=4000",
+    )
     args = parser.parse_args()
     if args.profile:
         os.environ["RELAYBATCH_PHASES_PROFILE"] = args.profile
     if args.tracemalloc:
         os.environ["RELAYBATCH_PHASES_TRACEMALLOC"] = "1"
+    if args.set:
+        os.environ["RELAYBATCH_PHASES_SET"] = args.set
     runs = [run for run in RUNS if run in args.runs.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-phases-") as folder:
         report(measure(args.items, Path(folder), runs))

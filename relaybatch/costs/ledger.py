@@ -686,6 +686,7 @@ def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_RO
     mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
     if mark and is_current(path, LEDGER_EXPORT, mark):
         return path
+    release_unused()  # start from what is live: what the execution freed goes back first
     names = ", ".join(column.name for column in ledger_schema())
     cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
     schema = marked(ledger_schema(), LEDGER_EXPORT, mark) if mark else ledger_schema()

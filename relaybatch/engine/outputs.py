@@ -282,6 +282,7 @@ def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
     for stale in results_dir.glob(".*.parquet.tmp-*") if results_dir.exists() else []:
         stale.unlink(missing_ok=True)  # left by an export that crashed half-way
     mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
+    release_unused()  # start from what is live: what the execution freed goes back first
     with store.scanning():  # every item is read once: a big page cache would only fill up
         written = []
         for job in store.jobs():

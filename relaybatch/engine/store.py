@@ -115,8 +115,10 @@ _RUN_COLUMNS_ADDED = (
 PLANNED_KEY, PLANNED_ID = 0, 1
 # The event of an item the manifest names anew (same key, another id or carried values): no state.
 RENAMED = "renamed"
-# Page cache of a writer's connection, in KiB (see __init__), and of whole-table reads (``scanning``).
-CACHE_KIB = 32_000
+# Page cache of a writer's connection, in KiB, and of whole-table reads (``scanning``). 8 MB is
+# full by 20,000 items, so the run's memory is the same at a million; 32 MB was still filling at
+# 200,000 and cost the same CPU per item (benchmarks/RESULTS.md, issue 19 target 2).
+CACHE_KIB = 8_000
 SCAN_CACHE_KIB = 2_000
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
@@ -204,8 +206,8 @@ class CheckpointStore:
         # crash or power loss can drop the last transactions, and never corrupts the file.
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=10000")
-        # A 32 MB page cache keeps a million-item table's index pages in memory; checkpointing the
-        # WAL every ~16 MB instead of every 4 MB halves the time commits spend copying pages.
+        # A bounded page cache (CACHE_KIB); checkpointing the WAL every ~16 MB instead of every
+        # 4 MB halves the time commits spend copying pages.
         connection.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         connection.execute("PRAGMA wal_autocheckpoint=4000")
         self.db = sqlite_utils.Database(connection)
