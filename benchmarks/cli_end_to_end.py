@@ -13,7 +13,9 @@ a user types it, start-up, validation, checkpoint, execution, results, ledger an
 - a resume of a run interrupted at 99 % (a second new run of the same manifest, stopped with
   SIGINT once 99 % of its requests were answered), manifest unchanged: seconds to the first new
   request (target 4 of issue 19: <= 3 s) and the whole process (``--skip-interrupted`` leaves
-  it out: it costs a second full run).
+  it out: it costs a second full run);
+- after the resume, one row in the middle of the manifest edited: the manifest did not only grow,
+  so it is validated and planned whole again; the process's peak must stay that of the run.
 
 The emulator is ``benchmarks/peers/emulator_server.py`` in its own process (it notes the moment of
 the first public request on the machine's monotonic clock, which this process shares).
@@ -78,6 +80,7 @@ class Size:
     resume: Process | None = None
     interrupted: Process | None = None  # the run stopped at 99 %
     interrupted_resume: Process | None = None
+    edited: Process | None = None  # the run after a row in the middle was edited: planned whole
     completed: int = 0
     disk: Counter[str] = field(default_factory=Counter)
     tables: str = ""
@@ -157,6 +160,14 @@ def append_rows(work: Path, items: int, extra: int) -> None:
             handle.write(line.replace(f'"r{number}"', f'"new{number}"').replace("row ", "new row ") + "\n")
 
 
+def edit_middle_row(work: Path, items: int) -> None:
+    """Change the prompt of the row in the middle of the manifest, as a user fixing a typo would."""
+    lines = work.read_text(encoding="utf-8").splitlines(keepends=True)
+    middle = items // 2
+    lines[middle] = lines[middle].replace("say something short", "say something else")
+    work.write_text("".join(lines), encoding="utf-8")
+
+
 def measure(items: int, root: Path, interrupted: bool = True) -> Size:
     size = Size(items)
     folder = root / f"size-{items}"
@@ -179,7 +190,9 @@ def measure(items: int, root: Path, interrupted: bool = True) -> Size:
             size.interrupted_resume = relaybatch_run(work, other_runs, emulator, log)
         append_rows(work, items, max(1, int(items * RESUME_SHARE)))
         size.resume = relaybatch_run(work, runs_dir, emulator, log)
-    for process in (size.run, size.rerun, size.resume, size.interrupted_resume):
+        edit_middle_row(work, items)
+        size.edited = relaybatch_run(work, runs_dir, emulator, log)
+    for process in (size.run, size.rerun, size.resume, size.interrupted_resume, size.edited):
         if process is not None and process.exit_code != 0:
             print(f"warning: a run of {items} items exited {process.exit_code}; see {log}", flush=True)
     return size
@@ -229,6 +242,11 @@ def report(sizes: list[Size]) -> None:
                 f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
                 f"process {resumed.seconds:.1f} s, peak {resumed.peak_mb:.0f} MB"
             )
+        if size.edited:
+            print(
+                f"  a row in the middle edited (planned whole again): process {size.edited.seconds:.1f} s, "
+                f"peak {size.edited.peak_mb:.0f} MB"
+            )
     if len(sizes) > 1:
         smallest, largest = sizes[0], sizes[-1]
         assert smallest.run and largest.run
@@ -237,6 +255,12 @@ def report(sizes: list[Size]) -> None:
             f"\npeak memory at {largest.items:,} items / at {smallest.items:,}: {growth:.2f}x "
             f"(target <= {TARGET_MEMORY_GROWTH}x; ratio {growth / TARGET_MEMORY_GROWTH:.2f})"
         )
+        if largest.edited:
+            growth = largest.edited.peak_mb / smallest.run.peak_mb
+            print(
+                f"peak of the whole re-plan at {largest.items:,} items / new run at {smallest.items:,}: "
+                f"{growth:.2f}x"
+            )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

@@ -271,14 +271,6 @@ RUNS = {
 }
 
 
-def edit_middle_row(work: Path, items: int) -> None:
-    """Change the prompt of the row in the middle of the manifest, as a user fixing a typo would."""
-    lines = work.read_text(encoding="utf-8").splitlines(keepends=True)
-    middle = items // 2
-    lines[middle] = lines[middle].replace("say something short", "say something else")
-    work.write_text("".join(lines), encoding="utf-8")
-
-
 def measure(items: int, folder: Path, runs: list[str]) -> list[tuple[str, dict[str, object], float, int]]:
     sys.path.insert(0, str(HERE / "peers"))
     from bench import (
@@ -290,7 +282,7 @@ def measure(items: int, folder: Path, runs: list[str]) -> list[tuple[str, dict[s
         emulator_config,
         write_work,
     )
-    from cli_end_to_end import RESUME_SHARE, append_rows
+    from cli_end_to_end import RESUME_SHARE, append_rows, edit_middle_row
 
     work = write_work(items, folder)
     runs_dir = folder / "runs"
