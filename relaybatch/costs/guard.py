@@ -29,7 +29,6 @@ from relaybatch.costs.ledger import (
     CostStore,
     LedgerRow,
     build_row,
-    unknown_amount,
     write_ledger,
 )
 from relaybatch.costs.price import CallCost, price_call
@@ -229,6 +228,7 @@ class RunSpendGuard:
             self.commit()
             self.store.reservations_to_unknown()
             self.write_ledger()
+            self.store.spent()  # its sums, kept: the next execution reads them back at once
         finally:
             self.store.close()
 
@@ -283,8 +283,7 @@ async def open_spend_guard(
         for job, usd in elsewhere_by_job.items():
             spent_by_job[job] = spent_by_job.get(job, Decimal(0)) + usd
         budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job)
-        money = store.charges_since(("usd", "known_usd", "reserved_usd"))
-        unknown = sum((unknown_amount(row) for row in money), Decimal(0))
+        unknown = store.unknown_spent()
     except BaseException:
         store.close()
         raise

@@ -230,6 +230,26 @@ def _sqlite_columns() -> dict[str, type]:
     return kinds
 
 
+@dataclass(frozen=True)
+class SpendTotals:
+    """Sums over every charge of a store: what the budget counts (``budget_amount``), the part of
+    it that is unknown (``unknown_amount``), and what it counts per job."""
+
+    spent: Decimal
+    unknown: Decimal
+    by_job: Mapping[str, Decimal]
+
+    def to_json(self) -> str:
+        by_job = {job: str(usd) for job, usd in self.by_job.items()}
+        return json.dumps({"spent": str(self.spent), "unknown": str(self.unknown), "by_job": by_job})
+
+    @classmethod
+    def from_json(cls, text: str) -> SpendTotals:
+        values = json.loads(text)
+        by_job = {job: Decimal(usd) for job, usd in values["by_job"].items()}
+        return cls(Decimal(values["spent"]), Decimal(values["unknown"]), by_job)
+
+
 class CostStore:
     """The run's money in one SQLite file: prices fetched, charges settled."""
 
@@ -250,8 +270,12 @@ class CostStore:
         # One row counting the writes to charges (with the store's creation time): the ledger
         # Parquet carries it, so an unchanged store is not exported again (export_marks.py).
         self.db.execute(
-            "create table if not exists changes (id integer primary key, created_at text, count integer)"
+            "create table if not exists changes (id integer primary key, created_at text, count integer, "
+            "totals_at integer, totals text)"
         )
+        for column, kind in (("totals_at", int), ("totals", str)):  # added later
+            if column not in self.db.table("changes").columns_dict:
+                self.db.table("changes").add_column(column, kind)
         self.db.execute(
             "insert or ignore into changes (id, created_at, count) values (1, ?, 0)",
             [datetime.now(UTC).isoformat(timespec="microseconds")],
@@ -432,12 +456,43 @@ class CostStore:
         A row whose cost is unknown counts the worst case reserved for it (or what is known,
         if more): a budget must not forget money that may have been charged.
         """
-        total, per_job = Decimal(0), dict[str, Decimal]()
-        for record in self.records():
+        totals = self._totals()
+        return totals.spent, dict(totals.by_job)
+
+    def unknown_spent(self) -> Decimal:
+        """The worst case the budget holds beyond what is known, over every row (``unknown_amount``)."""
+        return self._totals().unknown
+
+    def _totals(self) -> SpendTotals:
+        """The sums over every charge, kept beside the change count they were made at: a resumed
+        million-call run reads them back instead of summing a million rows before its first send.
+        Made afresh (one pass, exact decimals) when a write has moved the count since."""
+        found = self.db.execute("select count, totals_at, totals from changes where id = 1").fetchone()
+        count, totals_at, saved = found if found else (None, None, None)
+        if saved and totals_at == count:
+            return SpendTotals.from_json(saved)
+        total, known, per_job = Decimal(0), Decimal(0), dict[str, Decimal]()
+        for job, usd, known_usd, reserved_usd in self.db.execute(
+            "select job, usd, known_usd, reserved_usd from charges"
+        ):
+            record = {"usd": usd, "known_usd": known_usd, "reserved_usd": reserved_usd}
             amount = budget_amount(record)
             total += amount
-            per_job[record["job"]] = per_job.get(record["job"], Decimal(0)) + amount
-        return total, per_job
+            known += known_amount(record)
+            per_job[job] = per_job.get(job, Decimal(0)) + amount
+        totals = SpendTotals(total, total - known, per_job)
+        if (
+            count is not None
+            and self.db.execute("select count from changes where id = 1").fetchone()[0] == count
+        ):
+            # No write between the two reads of the count (each write moves it in its own
+            # transaction), so the sums are those of the rows at ``count``.
+            with transaction(self.db.conn):
+                self.db.execute(
+                    "update changes set totals_at = ?, totals = ? where id = 1 and count = ?",
+                    [count, totals.to_json(), count],
+                )
+        return totals
 
     def save_prices(self, prices: ModelPrices, provider: str | None) -> None:
         with self.db.conn:

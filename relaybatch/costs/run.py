@@ -12,6 +12,11 @@ from relaybatch.costs.guard import (
     open_spend_guard,
 )
 from relaybatch.costs.pricing import PricingClient
+from relaybatch.engine.states import ALL_STATES, CANCELLED, DONE, SUPERSEDED
+
+# Items whose calls may still be billed (sent, resent, polled): only their models need prices now.
+# Done items were priced when they were (a resumed million-item run does not read them all).
+BILLABLE_STATES = tuple(state for state in ALL_STATES if state not in (DONE, CANCELLED, SUPERSEDED))
 
 
 def budgets_from_manifest(manifest: Any) -> Budgets:
@@ -35,7 +40,7 @@ async def spend_guard_for_run(
     guard = await open_spend_guard(
         store.path.parent,
         client,
-        store.calls(),
+        store.calls(BILLABLE_STATES),
         budgets=budgets,
         providers=providers,
         run_name=store.run_name(),

@@ -936,10 +936,13 @@ class CheckpointStore:
         )
         return [(state, reason, count, key) for state, reason, count, key in self.db.execute(sql)]
 
-    def calls(self) -> list[tuple[str, str, str]]:
-        """Every distinct (job, kind, model) in the store; model is '' for routes without one."""
+    def calls(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+        """Every distinct (job, kind, model) in the store (of items in ``states`` when given, read
+        through the state index); model is '' for routes without one."""
         sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"
-        return [(job, kind, model) for job, kind, model in self.db.execute(sql)]
+        if states:
+            sql += f" where state in ({', '.join('?' for _ in states)})"
+        return [(job, kind, model) for job, kind, model in self.db.execute(sql, list(states))]
 
     def spend_by_job_and_model(self) -> dict[tuple[str, str], Decimal]:
         """Per-item costs the engine recorded, summed exactly per (job, model or kind)."""

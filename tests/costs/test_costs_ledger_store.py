@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ import pytest
 from cost_builders import fill_cost_store, sample_rows, unknown_video_row
 
 from relaybatch.costs import CostStore, write_ledger
+from relaybatch.costs.ledger import budget_amount, unknown_amount
 
 
 def _records(path: Path) -> list[tuple[tuple[str, object, str], ...]]:
@@ -74,3 +76,35 @@ def test_the_ledger_of_an_unchanged_cost_store_is_not_written_again(tmp_path: Pa
     assert ledger.stat().st_ino != inode
     assert "not charged" in pq.read_table(ledger).column("outcome").to_pylist()
     store.close()
+
+
+def _summed(store: CostStore) -> tuple[Decimal, Decimal, dict[str, Decimal]]:
+    """The budget's sums computed row by row from the records, the way they are defined."""
+    records = list(store.records())
+    per_job: dict[str, Decimal] = {}
+    for record in records:
+        per_job[record["job"]] = per_job.get(record["job"], Decimal(0)) + budget_amount(record)
+    total = sum((budget_amount(record) for record in records), Decimal(0))
+    return total, sum((unknown_amount(record) for record in records), Decimal(0)), per_job
+
+
+def test_spend_sums_are_kept_between_writes_and_made_again_after_each(tmp_path: Path) -> None:
+    fill_cost_store(tmp_path)
+    store = CostStore(tmp_path / "costs.sqlite")
+    try:
+        total, unknown, per_job = _summed(store)
+        assert store.spent() == (total, per_job) and store.unknown_spent() == unknown
+        # Kept: a change that bypasses the store's writes (never done outside a test) goes unseen.
+        store.db.execute("update charges set usd = '1000' where job = 'labels'")
+        assert store.spent() == (total, per_job)
+
+        for change in (  # each write through the store makes them again, from the rows as they are
+            lambda: store.record(unknown_video_row("clips", "v1", "k1")),
+            lambda: store.resolve("k1:create", Decimal("0.25")),
+        ):
+            change()
+            total, unknown, per_job = _summed(store)
+            assert store.spent() == (total, per_job) and store.unknown_spent() == unknown
+        assert per_job["clips"] == Decimal("0.25")
+    finally:
+        store.close()

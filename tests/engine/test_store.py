@@ -308,3 +308,12 @@ def test_scanning_shrinks_the_page_cache_and_restores_it(store: CheckpointStore)
     with store.scanning():
         assert cache_kib() == SCAN_CACHE_KIB
     assert cache_kib() == CACHE_KIB > SCAN_CACHE_KIB
+
+
+def test_calls_of_items_in_some_states_only(store: CheckpointStore) -> None:
+    store.add_items([chat(1, model="relay-chat-small"), chat(2, model="relay-chat-large")])
+    store.transition(chat(1, model="relay-chat-small").key, "sending")
+    store.transition(chat(1, model="relay-chat-small").key, "done")
+
+    assert sorted(store.calls()) == [("job", "chat", "relay-chat-large"), ("job", "chat", "relay-chat-small")]
+    assert store.calls(("pending", "failed")) == [("job", "chat", "relay-chat-large")]
