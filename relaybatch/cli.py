@@ -244,6 +244,8 @@ def _run(
         # nothing is written unless every row is valid.
         check = functools.partial(_catalog_check, base_url=base_url)
         planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold)
+        if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
+            typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
         if server is None:
             # No server: the same steps without Prefect (no temporary server, no Prefect import).
             outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
@@ -291,6 +293,12 @@ def _run(
             )
         typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(1)
+
+
+_PLANNED_NOTES = {
+    "unchanged": "no input changed since the last plan; not validated or planned again",
+    "appended": "rows were appended since the last plan; only those were validated and planned",
+}
 
 
 def _run_as_flow_run(manifest: Path, **parameters: Any) -> Any:

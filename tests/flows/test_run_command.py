@@ -47,6 +47,7 @@ def test_run_twice_through_the_flow(tmp_path: Path) -> None:
     assert emulator.total_requests == sent_by_first + 1
     assert emulator.request_count("GET", "/v1/models") == catalog_before + 2
     assert "done 3 (0 new)" in second.output
+    assert "no input changed since the last plan" in second.output
     # Nothing changed, so neither the results nor the ledger Parquet was written again.
     assert {path: path.stat().st_ino for path in files} == files
     assert f"results: {results}" in second.output.replace("\n", "")
