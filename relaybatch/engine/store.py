@@ -431,7 +431,7 @@ class CheckpointStore:
         self,
         items: Iterable[Item],
         skip: Callable[[Sequence[str]], set[str]] | None = None,
-        record: Callable[[], PlanRecord] | None = None,
+        record: Callable[[], PlanRecord | None] | None = None,
     ) -> PlanCounts:
         """Make the store hold exactly ``items``, the current manifest's: new ones are added as
         pending; items the manifest no longer produces become ``superseded`` (kept, never exported;
@@ -443,8 +443,8 @@ class CheckpointStore:
 
         ``record``, called once the items are in, gives the plan's fingerprint, kept in the same
         transaction; when it is not ``complete``, ``items`` are only the rows appended to the
-        planned manifest and nothing is superseded. Without it, a recorded fingerprint is
-        forgotten (these items are not what it describes)."""
+        planned manifest and nothing is superseded. Without one (no ``record``, or it gives None),
+        a recorded fingerprint is forgotten (these items are not what it describes)."""
         attached: list[str] = []
         try:
             with transaction(self.db.conn):

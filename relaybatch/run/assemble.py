@@ -209,7 +209,12 @@ def plan_run(
             if decision.status == fingerprint.UNCHANGED:
                 counts = PlanCounts(0, 0, 0)
             else:
-                counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
+                try:
+                    counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
+                except fingerprint.InputsMoved as moved:  # rolled back: plan it whole instead
+                    decision = decision.whole(f"{moved} changed while it was read")
+                    validation = _validated(manifest, decision, paths, seen_in, check)
+                    counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
     label = f"{name} shard {shard}" if shard else name
     return PlannedRun(
         paths, label, counts.added, counts.superseded, counts.restored, name, planned=decision.status

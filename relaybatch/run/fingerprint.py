@@ -178,7 +178,11 @@ def compare(store_path: Path, manifest: Manifest) -> Decision:
         if before is None or not Path(path).is_file():
             if Path(path).is_file():
                 files[path] = read_file(Path(path), role)[0]
-            reason = reason or (f"{path} was not read by the last plan" if recorded else "no plan recorded")
+            if not recorded:
+                reason = reason or "no plan recorded"
+            else:
+                missing = not Path(path).is_file()
+                reason = reason or f"{path} {'is missing' if missing else 'was not read by the last plan'}"
             continue
         _, size, sha256, detail = before
         state, prefix_sha = read_file(Path(path), role, prefix=size)
@@ -298,6 +302,17 @@ def earlier_rows(store: CheckpointStore) -> EarlierRows:
     return EarlierRows(keys=lookup(PLANNED_KEY), ids=lookup(PLANNED_ID))
 
 
+class InputsMoved(Exception):
+    """An input file changed size while the rows appended to it were read."""
+
+
+def _size(path: str) -> int | None:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return None
+
+
 class Recorder:
     """Notes the image files a plan reads, then makes its PlanRecord once its items are in."""
 
@@ -318,7 +333,14 @@ class Recorder:
         with noting_image_reads(self.note_image):
             yield
 
-    def record(self) -> PlanRecord:
+    def record(self) -> PlanRecord | None:
+        """The plan's record; None (nothing recorded) when an input grew or shrank while it was
+        read, since the rows read may then not be those of the sizes and hashes taken before."""
+        moved = [path for path, state in self.decision.files.items() if _size(path) != state.size]
+        if moved:
+            if self.decision.status == APPENDED:
+                raise InputsMoved(moved[0])  # nothing is written: the plan is made again, whole
+            return None
         rows = self._rows_per_file()
         inputs: list[tuple[Any, ...]] = [
             (path, state.role, state.size, state.sha256, state.detail(rows.get(path)))

@@ -356,3 +356,26 @@ def test_an_item_named_anew_by_the_manifest_takes_its_new_id_source_and_carried_
         assert store.change_mark() != mark  # the results show the new id: they are written again
         renamed = [event for event in store.iter_events() if event["state"] == "renamed"]
     assert len(renamed) == 1  # x1's id; r0 only moved to another line
+
+
+def test_a_file_that_grows_while_it_is_read_leaves_no_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relaybatch.run import fingerprint
+
+    manifest = tmp_path / "labels.jsonl"
+    manifest.write_text(jsonl_rows(0, 3))
+    plan(manifest, tmp_path / "runs")
+    with manifest.open("a") as handle:
+        handle.write(jsonl_rows(3, 2))
+    real_size = fingerprint._size
+    monkeypatch.setattr(fingerprint, "_size", lambda path: (real_size(path) or 0) + 1)  # it grew meanwhile
+
+    grown = plan(manifest, tmp_path / "runs")  # appended rows first, then the whole file
+
+    assert (grown.planned, grown.added, grown.superseded) == ("whole", 2, 0)
+    with CheckpointStore.open_read_only(grown.paths.checkpoint) as store:
+        assert store.plan_summary() is None  # the next run plans the whole manifest again
+    monkeypatch.undo()
+    assert plan(manifest, tmp_path / "runs").planned == "whole"
+    assert plan(manifest, tmp_path / "runs").planned == "unchanged"
