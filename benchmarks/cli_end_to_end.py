@@ -9,10 +9,11 @@ a user types it, start-up, validation, checkpoint, execution, results, ledger an
 - disk: bytes per item of every file the run leaves (checkpoint, cost store, results, ledger);
 - a no-op re-run of the finished run (target <= 3 s);
 - a resume of the run after 1 % new rows are appended to its manifest: seconds from spawn to the
-  first request the emulator sees (target <= 3 s), and the whole process;
+  first call the emulator sees (its first POST; the catalog read before it is shown too; target
+  <= 3 s), and the whole process;
 - a resume of a run interrupted at 99 % (a second new run of the same manifest, stopped with
   SIGINT once 99 % of its requests were answered), manifest unchanged: seconds to the first new
-  request (target 4 of issue 19: <= 3 s) and the whole process (``--skip-interrupted`` leaves
+  call (target 4 of issue 19: <= 3 s) and the whole process (``--skip-interrupted`` leaves
   it out: it costs a second full run);
 - after the resume, one row in the middle of the manifest edited: the manifest did not only grow,
   so it is validated and planned whole again; the process's peak must stay that of the run.
@@ -69,7 +70,8 @@ class Process:
     seconds: float
     peak_mb: float
     exit_code: int
-    first_request_seconds: float | None = None
+    first_request_seconds: float | None = None  # any request (the catalog read comes first)
+    first_billed_seconds: float | None = None  # the first POST: an item's call
 
 
 @dataclass
@@ -110,12 +112,14 @@ def relaybatch_run(
             ).start()
         peak_kb, _ = wait_with_peak_memory(process, timeout=3600)
         seconds = time.monotonic() - spawned
-    first = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()["monotonic"]
+    firsts = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()
+    first, billed = firsts["monotonic"], firsts.get("post")
     return Process(
         seconds=seconds,
         peak_mb=peak_kb / 1024,
         exit_code=process.returncode,
         first_request_seconds=None if first is None else first - spawned,
+        first_billed_seconds=None if billed is None else billed - spawned,
     )
 
 
@@ -225,21 +229,23 @@ def report(sizes: list[Size]) -> None:
             f"  no-op re-run: {size.rerun.seconds:.2f} s, peak {size.rerun.peak_mb:.0f} MB "
             f"(ratio to {TARGET_START_SECONDS:.0f} s: {size.rerun.seconds / TARGET_START_SECONDS:.2f})"
         )
-        first = size.resume.first_request_seconds
+        first = size.resume.first_billed_seconds
         print(
-            f"  resume with {RESUME_SHARE:.0%} new rows: first request after "
+            f"  resume with {RESUME_SHARE:.0%} new rows: first call after "
             f"{'none' if first is None else f'{first:.2f} s'} "
-            f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
+            f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}; "
+            f"first request of any kind {_seconds(size.resume.first_request_seconds)}), "
             f"process {size.resume.seconds:.1f} s, peak {size.resume.peak_mb:.0f} MB"
         )
         if size.interrupted and size.interrupted_resume:
             resumed = size.interrupted_resume
-            first = resumed.first_request_seconds
+            first = resumed.first_billed_seconds
             print(
                 f"  resume of a run interrupted at {INTERRUPT_AT:.0%} (exit {size.interrupted.exit_code} "
-                f"after {size.interrupted.seconds:.1f} s), manifest unchanged: first request after "
+                f"after {size.interrupted.seconds:.1f} s), manifest unchanged: first call after "
                 f"{'none' if first is None else f'{first:.2f} s'} "
-                f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}), "
+                f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}; "
+                f"first request of any kind {_seconds(resumed.first_request_seconds)}), "
                 f"process {resumed.seconds:.1f} s, peak {resumed.peak_mb:.0f} MB"
             )
         if size.edited:
@@ -262,6 +268,10 @@ def report(sizes: list[Size]) -> None:
                 f"{growth:.2f}x"
             )
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def _seconds(value: float | None) -> str:
+    return "none" if value is None else f"{value:.2f} s"
 
 
 def main() -> None:

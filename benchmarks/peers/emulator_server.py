@@ -4,7 +4,8 @@ The emulator's own request log counts requests per body but not what it answered
 cannot tell us how many 429s it swallowed, so a thin ASGI wrapper counts every status the
 emulator sends on a public route (``GET /_bench/statuses``). It also notes when the first public
 request arrives (``GET /_bench/first``: the system's monotonic clock, which every process on the
-machine shares; ``POST /_bench/first`` forgets it, to time the next run). Everything else is the
+machine shares, for the first request of any kind and for the first POST, the first billed call
+of a chat run; ``POST /_bench/first`` forgets both, to time the next run). Everything else is the
 emulator exactly as ``relaybatch emulator serve`` runs it.
 
     python benchmarks/peers/emulator_server.py --port 8781 --config FILE
@@ -34,6 +35,7 @@ class StatusCounter:
         self.app = app
         self.statuses: Counter[int] = Counter()
         self.first_request: float | None = None
+        self.first_post: float | None = None  # a catalog read (GET) is not yet an item's call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,8 +46,8 @@ class StatusCounter:
             return
         if scope["path"] == FIRST_PATH:
             if scope["method"] == "POST":
-                self.first_request = None
-            await self._report(send, {"monotonic": self.first_request})
+                self.first_request = self.first_post = None
+            await self._report(send, {"monotonic": self.first_request, "post": self.first_post})
             return
         if scope["path"].startswith("/_emulator/"):
             await self.app(scope, receive, send)
@@ -53,6 +55,8 @@ class StatusCounter:
 
         if self.first_request is None:
             self.first_request = time.monotonic()
+        if self.first_post is None and scope["method"] == "POST":
+            self.first_post = time.monotonic()
 
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
