@@ -129,7 +129,9 @@ def read_file(path: Path, role: str, prefix: int | None = None) -> tuple[FileSta
         sha256=reading.digest.hexdigest(),
         text_table=text_table,
         lines=reading.newlines if text_table else 0,
-        ends_with_newline=reading.last in (b"\n", b"\r") or reading.size == 0,
+        # A lone \r at the end is not enough: text appended after it that starts with \n would
+        # make one \r\n line end with it, which a read from the offset cannot tell.
+        ends_with_newline=reading.last == b"\n" or reading.size == 0,
         quotes_even=suffix != ".csv" or reading.quotes % 2 == 0,
     )
     return state, prefix_sha

@@ -379,3 +379,23 @@ def test_a_file_that_grows_while_it_is_read_leaves_no_record(
     monkeypatch.undo()
     assert plan(manifest, tmp_path / "runs").planned == "whole"
     assert plan(manifest, tmp_path / "runs").planned == "unchanged"
+
+
+def test_line_ends_are_counted_as_the_readers_count_them(tmp_path: Path) -> None:
+    from relaybatch.run.fingerprint import read_file
+
+    table = tmp_path / "rows.csv"
+    table.write_bytes(b'a,b\r\n1,"x\r\ny"\n2,z\r3,w\n')
+    state, prefix_sha = read_file(table, "data", prefix=5)
+
+    assert (state.lines, state.ends_with_newline, state.quotes_even, state.appendable) == (
+        5,
+        True,
+        True,
+        True,
+    )
+    assert prefix_sha is not None
+    table.write_bytes(b"a,b\r\n1,z\r")  # ends in a lone \r: an appended \n would join it
+    assert not read_file(table, "data")[0].appendable
+    table.write_bytes(b'a,b\n1,"open\n')  # ends inside a quoted cell
+    assert not read_file(table, "data")[0].appendable
