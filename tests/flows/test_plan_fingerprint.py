@@ -13,7 +13,7 @@ import pytest
 
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Manifest, ManifestInvalid
-from relaybatch.run import PlannedRun, RunOverrides, Shard, plan_run
+from relaybatch.run import PlannedRun, RunOverrides, Shard, fingerprint, plan_run
 
 # A 1x1 PNG: image inputs are embedded in requests (a trailing byte tells copies apart).
 PNG = base64.b64decode(
@@ -399,3 +399,36 @@ def test_line_ends_are_counted_as_the_readers_count_them(tmp_path: Path) -> None
     assert not read_file(table, "data")[0].appendable
     table.write_bytes(b'a,b\n1,"open\n')  # ends inside a quoted cell
     assert not read_file(table, "data")[0].appendable
+
+
+@pytest.mark.parametrize("first", ["whole", "appended"])
+def test_rows_appended_while_a_plan_reads_the_file_are_not_taken_for_new_rows_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
+) -> None:
+    # A producer appends to the data file while a run plans: the plan may read the new rows, so
+    # the next run must not plan them again as rows appended after what the fingerprint recorded.
+    manifest = yaml_manifest(tmp_path / "in")
+    table = tmp_path / "in" / "table.jsonl"
+    if first == "appended":
+        plan(manifest, tmp_path / "runs")
+        with table.open("a") as handle:
+            handle.write(jsonl_rows(30, 3))
+    original = fingerprint.compare
+
+    def then_append(store_path: Path, manifest: Manifest) -> fingerprint.Decision:
+        decision = original(store_path, manifest)
+        with table.open("a") as handle:
+            handle.write(jsonl_rows(100, 4))
+        return decision
+
+    monkeypatch.setattr(fingerprint, "compare", then_append)
+    during = plan(manifest, tmp_path / "runs")
+    monkeypatch.setattr(fingerprint, "compare", original)
+    assert during.planned == "whole"  # an append read while it grew is planned again, whole
+
+    again = plan(manifest, tmp_path / "runs")
+    whole = plan(manifest, tmp_path / "fresh")
+
+    assert again.planned == "whole" and again.added == 0
+    assert items(again.paths.checkpoint) == items(whole.paths.checkpoint)
+    assert plan(manifest, tmp_path / "runs").planned == "unchanged"
