@@ -32,3 +32,25 @@ def write_text_atomically(path: Path, text: str) -> Path:
     with replaced_atomically(path) as temporary:
         temporary.write_text(text, encoding="utf-8")
     return path
+
+
+def abandoned_temporaries(folder: Path, pattern: str) -> Iterator[Path]:
+    """Temporary files of ``replaced_atomically`` in ``folder`` (matching ``pattern``) whose writer
+    is gone (a crash half-way): those of a live process are another export writing right now
+    (`relaybatch export` beside a run's own export), not to be removed under it."""
+    for temporary in folder.glob(pattern) if folder.is_dir() else []:
+        pid = temporary.name.rpartition(".tmp-")[2]
+        if not (pid.isdigit() and _alive(int(pid))):
+            yield temporary
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process writes one file at a time: a leftover of its own is abandoned
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -75,13 +77,34 @@ def test_export_replaces_the_file_whole_and_clears_half_written_ones(
     store.add_items([chat(1, job="q/../../etc"), chat(2, job="q/../../etc")])
     results = tmp_path / "results"
     results.mkdir()
-    (results / ".q_.._.._etc.parquet.tmp-123").write_bytes(b"half a file")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    (results / f".q_.._.._etc.parquet.tmp-{int(gone.stdout)}").write_bytes(b"half a file")
 
     [path] = export_results(store, results)
 
     assert path.parent == results and path.name == "q_.._.._etc.parquet"
     assert pq.read_table(path).num_rows == 2
     assert [p.name for p in results.iterdir()] == [path.name]
+
+
+def test_export_leaves_the_file_another_live_process_is_writing(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    # `relaybatch export` beside a run's own export: removing the run's temporary file under it
+    # would make its rename fail at the end of the run.
+    store.add_items([chat(1)])
+    results = tmp_path / "results"
+    results.mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        writing = results / f".other.parquet.tmp-{writer.pid}"
+        writing.write_bytes(b"being written")
+
+        export_results(store, results)
+
+        assert writing.read_bytes() == b"being written"
+    finally:
+        writer.communicate()
 
 
 def test_safe_file_names() -> None:
