@@ -9,9 +9,9 @@ never float.
 The store keeps each fact once (docs/costs.md, "The cost store"): settled rows in ``charge_rows``
 (``WITHOUT ROWID``, keyed by ``(item_key, call)``: no separate id or index; ``attempt-N`` kept as
 the integer N; ``charged_at`` as integer microseconds; run, job, model and price paths as ids of
-``texts``), calls in flight in the narrow ``reservations`` (a row moves to ``charge_rows`` when it
-settles, so no wide row is ever rewritten and no space is left behind), and the view ``charges``
-shows both with the ledger's columns exactly as before. ``PRAGMA user_version`` is the layout: 0
+``texts``; ``known_usd`` null when it is ``usd``), calls in flight in the narrow ``reservations``
+(a row moves to ``charge_rows`` when it settles, so no wide row is ever rewritten), and the view
+``charges`` shows both with the ledger's columns exactly as before. ``PRAGMA user_version`` is the layout: 0
 for stores made before it (one ``charges`` table), migrated when opened.
 """
 
