@@ -10,6 +10,7 @@ from relaybatch.flows.run_manifest import run_paths
 from relaybatch.flows.summary import artifact_key
 from relaybatch.tasks import export_outputs
 
+from relaybatch.costs.report import store_folders
 from relaybatch.run import Shard, SpendLine, spend_lines, total_spend
 
 
@@ -32,15 +33,17 @@ async def export_run(run_name: str, runs_dir: Path | None = None, shard: str | N
 async def cost_report(
     run_name: str, runs_dir: Path | None = None, shard: str | None = None
 ) -> list[SpendLine]:
-    """Spend by job and model of one run, as table and markdown artifacts (exact decimals)."""
+    """Spend by job and model of one run from its cost ledger, as table and markdown artifacts
+    (exact decimals; unknown outcomes at their worst case, as `relaybatch report` counts them)."""
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()
-    lines = spend_lines([paths.checkpoint])
+    # A shard's own ledger; a run's with every shard's, as `relaybatch report` counts it.
+    lines = spend_lines([paths.root] if part else store_folders(paths.root))
     key = artifact_key("relaybatch", run_name, "costs")
     await acreate_table_artifact(
-        [{"job": line.job, "model": line.model, "usd": str(line.usd)} for line in lines],
+        [line.row() for line in lines],
         key=key,
-        description=f"spend of run {run_name} by job and model (USD)",
+        description=f"spend of run {run_name} by job and model (USD; unknown = worst case)",
     )
     await acreate_markdown_artifact(
         f"Run `{run_name}` spent **{total_spend(lines)} USD** over {len(lines)} job/model pairs.",

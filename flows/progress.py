@@ -89,7 +89,7 @@ def read_progress(
     elapsed = 0.0 if started is None else time.monotonic() - started
     return ProgressView(
         counts([checkpoint]),
-        total_spend(spend_lines([checkpoint])),
+        total_spend(spend_lines([checkpoint.parent])),
         errors_by_type([checkpoint]),
         elapsed,
         finished_at_start,

@@ -154,7 +154,7 @@ async def execute_and_report(
     gateway = base_url or Settings().base_url
     notes.append(f"gateway: {gateway or 'the embedded emulator'}")
     await publish_summary(
-        label, [paths.checkpoint], result.counts, spend_lines([paths.checkpoint]), outputs, notes, timings
+        label, [paths.checkpoint], result.counts, spend_lines([paths.root]), outputs, notes, timings
     )
     outcome = RunOutcome(
         run_dir=paths.root,

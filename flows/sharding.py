@@ -18,7 +18,7 @@ from relaybatch.flows.run_manifest import RunOutcome, budget_notes, run_manifest
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import merge_shards
 
-from relaybatch.costs.report import run_spend_figures
+from relaybatch.costs.report import run_spend_figures, store_folders
 from relaybatch.costs.terminal import spend_summary
 from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
@@ -104,7 +104,7 @@ async def run_sharded(
         run.root.name,
         checkpoints,
         counts,
-        spend_lines(checkpoints),
+        spend_lines(store_folders(run.root)),  # the run's ledger and each shard's
         results,
         notes=[
             f"merged from {shards} shards under {run.root / 'shards'}",

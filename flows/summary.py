@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 
-from relaybatch.run import Failure, SpendLine, failures, items_per_job_and_state
+from relaybatch.run import Failure, SpendLine, failures, items_per_job_and_state, total_spend
 
 FAILURE_REASONS_SHOWN = 20
 
@@ -35,6 +35,9 @@ def _cell(text: str) -> str:
 def _duration(seconds: float) -> str:
     minutes, second = divmod(seconds, 60)
     return f"{int(minutes)}m{second:04.1f}s" if minutes else f"{second:.1f} s"
+
+
+SPEND_HEADER = "| job | model | known USD | unknown USD (worst case) | total USD |\n|---|---|---|---|---|"
 
 
 def summary_markdown(
@@ -61,9 +64,11 @@ def summary_markdown(
         lines += ["", "A resume retries retryable failures; `relaybatch status RUN` lists uncertain items."]
     lines += ["", "## Spend (USD)", ""]
     if spend:
-        lines += ["| job | model | USD |", "|---|---|---|"]
-        lines += [f"| {line.job} | {line.model} | {line.usd} |" for line in spend]
-        lines += [f"| **total** | | **{sum((line.usd for line in spend), Decimal(0))}** |"]
+        lines += [SPEND_HEADER]
+        lines += [f"| {x.job} | {x.model} | {x.usd} | {x.unknown_usd} | {x.total_usd} |" for x in spend]
+        known = sum((line.usd for line in spend), Decimal(0))
+        total = total_spend(spend)
+        lines += [f"| **total** | | **{known}** | **{total - known}** | **{total}** |"]
     else:
         lines += ["No charges recorded for this run."]
     lines += ["", "## Outputs", ""]
@@ -96,7 +101,7 @@ async def publish_summary(
     )
     if spend:
         await acreate_table_artifact(
-            [{"job": line.job, "model": line.model, "usd": str(line.usd)} for line in spend],
+            [line.row() for line in spend],
             key=f"{key}-spend",
-            description="spend by job and model (USD, exact decimals)",
+            description="spend by job and model, from the cost ledger (USD; unknown = worst case)",
         )

@@ -944,17 +944,6 @@ class CheckpointStore:
             sql += f" where state in ({', '.join('?' for _ in states)})"
         return [(job, kind, model) for job, kind, model in self.db.execute(sql, list(states))]
 
-    def spend_by_job_and_model(self) -> dict[tuple[str, str], Decimal]:
-        """Per-item costs the engine recorded, summed exactly per (job, model or kind)."""
-        sql = (
-            "select job, coalesce(json_extract(request, '$.model'), kind), cost_usd "
-            "from items where cost_usd is not null and cost_usd != ''"
-        )
-        totals: dict[tuple[str, str], Decimal] = {}
-        for job, model, usd in self.db.execute(sql):
-            totals[(job, str(model))] = totals.get((job, str(model)), Decimal(0)) + Decimal(usd)
-        return totals
-
     def record_run_event(self, state: str, detail: dict[str, Any]) -> None:
         """A run-level event, not an item's (key ""): e.g. the limiter's limit and 429s so far,
         which the dashboard draws over time."""

@@ -8,7 +8,6 @@ while the engine writes) and can never take a write lock beside it. A view over 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -21,7 +20,17 @@ from relaybatch.engine.store import CheckpointStore
 class SpendLine:
     job: str
     model: str
-    usd: Decimal
+    usd: Decimal  # known spend
+    unknown_usd: Decimal = Decimal(0)  # worst case held for calls of unknown cost or outcome
+
+    @property
+    def total_usd(self) -> Decimal:
+        return self.usd + self.unknown_usd
+
+    def row(self) -> dict[str, str]:
+        """A table artifact's row: exact decimals as text."""
+        usd = {"known_usd": self.usd, "unknown_usd": self.unknown_usd, "total_usd": self.total_usd}
+        return {"job": self.job, "model": self.model} | {name: str(value) for name, value in usd.items()}
 
 
 @contextlib.contextmanager
@@ -54,27 +63,25 @@ def counts(checkpoints: Iterable[Path]) -> dict[str, int]:
     return totals
 
 
-def spend_lines(checkpoints: Iterable[Path]) -> list[SpendLine]:
-    """Spend per (job, model), largest first, from the per-item costs the engine recorded."""
-    totals: dict[tuple[str, str], Decimal] = {}
-    for checkpoint in checkpoints:
-        if not checkpoint.exists():
-            continue
-        with reading(checkpoint) as store:
-            try:
-                spent = store.spend_by_job_and_model()
-            except sqlite3.OperationalError:  # a store from before per-item costs existed
-                continue
-        for line, usd in spent.items():
-            totals[line] = totals.get(line, Decimal(0)) + usd
-    return sorted(
-        (SpendLine(job, model, usd) for (job, model), usd in totals.items()),
-        key=lambda line: (-line.usd, line.job, line.model),
-    )
+def spend_lines(store_dirs: Iterable[Path]) -> list[SpendLine]:
+    """Spend per (job, model), largest first, from the cost ledger of each store folder given (a
+    run's folder, a shard's): the figures `relaybatch report` shows, unknown outcomes included."""
+    from relaybatch.costs.report import RunSpend, add_ledger
+
+    spend = RunSpend([])
+    for folder in store_dirs:
+        add_ledger(spend, folder, export=False)  # a running execution may be writing its Parquet
+    lines = [
+        SpendLine(job, model, line.usd, line.unknown_usd)
+        for line in spend.by("job", "model")
+        for job, model in [line.key]
+    ]
+    return sorted(lines, key=lambda line: (-line.total_usd, line.job, line.model))
 
 
 def total_spend(lines: Iterable[SpendLine]) -> Decimal:
-    return sum((line.usd for line in lines), Decimal(0))
+    """Known + unknown (worst case): what the budget counts as spent."""
+    return sum((line.total_usd for line in lines), Decimal(0))
 
 
 def items_per_job_and_state(checkpoints: Iterable[Path]) -> list[dict[str, object]]:

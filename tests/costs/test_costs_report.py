@@ -191,6 +191,37 @@ def test_unknown_outcomes_are_reported_apart_at_their_worst_case(tmp_path: Path)
     )
 
 
+def test_prefect_spend_lines_are_the_ledgers_figures_with_unknown_outcomes(tmp_path: Path) -> None:
+    """The Prefect summary and cost-report artifacts read the cost ledger, as `relaybatch report`
+    does: a call sent with no answer counts at its worst case there too (not only answered items)."""
+    from cost_builders import unknown_video_row
+    from relaybatch.flows.summary import summary_markdown
+
+    from relaybatch.costs.ledger import CostStore
+    from relaybatch.costs.report import run_spend_figures
+    from relaybatch.run import spend_lines, total_spend
+
+    make_run(tmp_path)
+    store = CostStore(tmp_path / "demo" / "costs.sqlite")
+    try:
+        store.record(unknown_video_row("covers", "lost", "lost-key"))
+    finally:
+        store.close()
+    report = run_spend_figures(tmp_path / "demo", export=False)
+
+    lines = spend_lines([tmp_path / "demo"])
+
+    by_pair = {(line.job, line.model): line for line in lines}
+    for line in report.by("job", "model"):
+        found = by_pair[(line.key[0], line.key[1])]
+        assert (found.usd, found.unknown_usd) == (line.usd, line.unknown_usd)
+    assert total_spend(lines) == report.total_usd and report.unknown_usd == D("0.40")
+    assert lines[0].total_usd == max(line.total_usd for line in lines)  # largest first
+    text = summary_markdown("demo", {"done": 1}, lines, [], [])
+    known, unknown, total = report.known_usd, report.unknown_usd, report.total_usd
+    assert f"| **total** | | **{known}** | **{unknown}** | **{total}** |" in text
+
+
 def test_dashboard_time_buckets_widen_for_long_runs_and_keep_the_total() -> None:
     buckets = TimeBuckets()
     start = datetime(2026, 11, 20, tzinfo=UTC)

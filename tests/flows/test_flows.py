@@ -64,7 +64,7 @@ async def test_a_run_leaves_progress_and_summary_artifacts_and_no_key(
     assert f"- `{results}`" in summary and "file://" not in summary  # a path as text, not a link
     tables = [artifact["data"] for artifact in artifacts if artifact["type"] == "table"]
     assert any('"done": 6' in table for table in tables)  # items per job and state
-    assert any('"usd": "0.' in table for table in tables)  # spend by job and model
+    assert any('"known_usd": "0.' in table for table in tables)  # spend by job and model, from the ledger
     async with get_client() as client:
         flow_run = await client.read_flow_run(state.state_details.flow_run_id)
     stored = [str(flow_run.parameters)] + [str(artifact) for artifact in artifacts]
