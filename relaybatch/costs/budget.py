@@ -43,6 +43,15 @@ class Refusal:
     spent: Decimal
     in_flight: Decimal
     needed: Decimal | None  # None: the call's worst case could not be priced
+    split: int = 1  # a shard of a run split N ways enforces 1/N of each budget
+
+    @property
+    def named(self) -> str:
+        """The budget as the user gave it: a shard's limit is named as its share of the run's."""
+        if self.split == 1:
+            return f"{self.scope} budget of {self.limit} USD"
+        whole = (self.limit * self.split).normalize()
+        return f"{self.scope} budget (this shard's 1/{self.split} share of {whole} USD: {self.limit} USD)"
 
     @property
     def only_in_flight(self) -> bool:
@@ -53,17 +62,17 @@ class Refusal:
         if self.needed is None:
             return (
                 f"budget: the cost of item {item} cannot be bounded (a price it needs is unknown), "
-                f"so it was not sent under the {self.scope} budget of {self.limit} USD"
+                f"so it was not sent under the {self.named}"
             )
         if self.only_in_flight:
             return (
-                f"{self.scope} budget of {self.limit} USD: {self.spent} USD spent and {self.in_flight} USD "
+                f"{self.named}: {self.spent} USD spent and {self.in_flight} USD "
                 f"held for calls in flight, so item {item} (up to {self.needed} USD) was not sent. "
                 f"Run the manifest again to go on with what the calls in flight did not use; "
                 f"nothing already done is re-sent."
             )
         return (
-            f"{self.scope} budget of {self.limit} USD reached: {self.spent} USD spent, "
+            f"{self.named} reached: {self.spent} USD spent, "
             f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. "
             f"Raise budget_usd and run the manifest again to resume; nothing already done is re-sent."
         )
@@ -79,8 +88,10 @@ class Budget:
         *,
         spent: Decimal = Decimal(0),
         spent_by_job: Mapping[str, Decimal] | None = None,
+        split: int = 1,
     ) -> None:
         self.run_limit = run_limit
+        self.split = split  # the limits are a shard's 1/split share of the run's
         self.job_limits = dict(job_limits or {})
         self._lock = threading.Lock()
         self._spent = spent
@@ -103,7 +114,7 @@ class Budget:
             spent = self._spent if scope == RUN_SCOPE else self._spent_by_job.get(job, Decimal(0))
             in_flight = self._in_flight(None if scope == RUN_SCOPE else job)
             if needed is None or spent + in_flight + needed > limit:
-                return Refusal(scope, limit, spent, in_flight, needed)
+                return Refusal(scope, limit, spent, in_flight, needed, self.split)
         return None
 
     def reserve(self, key: str, job: str, worst_usd: Decimal | None) -> Refusal | None:

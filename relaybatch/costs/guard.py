@@ -282,7 +282,8 @@ async def open_spend_guard(
         spent += elsewhere
         for job, usd in elsewhere_by_job.items():
             spent_by_job[job] = spent_by_job.get(job, Decimal(0)) + usd
-        budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job)
+        split = shard_split(run_dir)  # a shard's budgets are its 1/split share: its refusals say so
+        budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job, split=split)
         unknown = store.unknown_spent()
     except BaseException:
         store.close()

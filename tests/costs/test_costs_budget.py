@@ -27,6 +27,14 @@ def test_admits_while_worst_cases_fit_and_counts_reservations_in_flight() -> Non
     assert "run budget of 1.00 USD reached: 0.60 USD spent" in spent_out.message("job/3")
 
 
+def test_a_shards_refusal_names_its_share_of_the_runs_budget() -> None:
+    budget = Budget(run_limit=D("0.15"), split=2)
+    budget.settle("a", "job", D("0.15"))
+    refusal = budget.reserve("b", "job", D("0.01"))
+    assert refusal is not None
+    assert "run budget (this shard's 1/2 share of 0.3 USD: 0.15 USD) reached" in refusal.message("job/2")
+
+
 def test_settle_replaces_the_reservation_with_the_actual_charge() -> None:
     budget = Budget(run_limit=D("1.00"))
     budget.reserve("a", "job", D("0.60"))

@@ -195,6 +195,9 @@ def test_the_run_budget_holds_across_the_runs_own_store_and_its_shards(
         shard = [] if step == "whole" else ["--shard", step]
         result = CliRunner().invoke(app, ["run", str(path), *shard, "--runs-dir", str(runs)])
         assert result.exit_code in (0, 1), result.output
+        said = " ".join(result.output.split())
+        if shard and "run budget" in said:  # a shard's stop names its share, not a smaller budget
+            assert f"this shard's 1/{step[-1]} share of {budget} USD" in said, said
 
     assert billed_usd() - before <= budget  # what the gateway billed the run, every store together
     spend = load_spend(runs, ["held"])
