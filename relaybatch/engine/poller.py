@@ -15,6 +15,9 @@ relaybatch older than V1 downloads, a media folder deleted or moved) is polled o
 poll downloads them as a first completion would, and the item stays done either way (``done ->
 done``), with the new files in its result, or with why they could not be fetched in
 ``last_error`` (an expired link, a video the gateway no longer has); the next execution tries again.
+Images (the images route, generate-content image parts) come inside the answer: a lost file cannot
+be fetched again, so an execution only records why in ``last_error`` (once; cleared when the files
+are back) and `relaybatch status` lists them. Nothing is sent again: that would be billed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ if TYPE_CHECKING:
 REMOTE_CANCELLED_MESSAGE = "cancelled on request: the remote video was deleted (DELETE) before it finished"
 MEDIA_FETCHED_MESSAGE = "media files were missing: downloaded again"
 MEDIA_MISSING_MESSAGE = "media files are missing and could not be downloaded again"
+MEDIA_BACK_MESSAGE = "media files are back on disk"
+# Kinds whose files come inside the answer (images): nothing can fetch a lost one again.
+ANSWER_MEDIA_KINDS = ("image", "generate_content")
+ANSWER_MEDIA_LOST = (
+    f"{MEDIA_MISSING_MESSAGE}: they came inside the answer, which the gateway does not keep; only "
+    "sending the request again (billed, as a new item) would make new ones"
+)
 # The kinds whose work is polled, and whose files are downloaded when it completes.
 POLLED_KINDS = tuple(kind for kind, calls in CALLS.items() if calls.is_async)
 
@@ -115,11 +125,34 @@ class Poller:
         count, cursor, run_dir = 0, 0, self.execution.run_dir
         while page := self.execution.store.done_page(POLLED_KINDS, cursor, 1000):
             cursor = page[-1][0]
-            for _, key, kind, remote_id, result in page:
+            for _, key, kind, remote_id, result, _ in page:
                 if remote_id and files_missing(run_dir, result):
                     self.add(key, kind, remote_id, DONE, delay=0.0)
                     count += 1
         return count
+
+    def note_lost_answer_media(self) -> int:
+        """Say which done items of answer-media kinds lost their files (module docstring): the
+        reason goes in ``last_error`` once, and goes again when the files are back. Nothing is sent."""
+        started = self.execution.kinds_at_start
+        if not any(kind in started and started[kind].finished_before for kind in ANSWER_MEDIA_KINDS):
+            return 0  # nothing of these kinds finished: the store is not read
+        store, run_dir = self.execution.store, self.execution.run_dir
+        changes: list[Change] = []
+        cursor, lost = 0, 0
+        while page := store.done_page(ANSWER_MEDIA_KINDS, cursor, 1000):
+            cursor = page[-1][0]
+            for _, key, _, _, result, note in page:
+                missing = bool((result or {}).get("media_paths")) and files_missing(run_dir, result)
+                noted = (note or "").startswith(MEDIA_MISSING_MESSAGE)
+                lost += missing
+                if missing and not noted:
+                    changes.append(Change(key, DONE, {"last_error": ANSWER_MEDIA_LOST}, ANSWER_MEDIA_LOST))
+                elif noted and not missing:
+                    changes.append(Change(key, DONE, {"last_error": None}, MEDIA_BACK_MESSAGE))
+        for start in range(0, len(changes), 1000):
+            store.apply(changes[start : start + 1000])
+        return lost
 
     def submissions_over(self) -> None:
         """Polls may now use the whole rate: bring forward polls that were spaced out to fit the

@@ -509,6 +509,7 @@ async def execute(
     )
     execution.poller.load_remote_work()
     execution.poller.load_missing_media()
+    execution.poller.note_lost_answer_media()
     try:
         with fewer_collections():
             await execution.run()

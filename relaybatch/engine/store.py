@@ -822,18 +822,18 @@ class CheckpointStore:
 
     def done_page(
         self, kinds: Collection[str], after_rowid: int, limit: int
-    ) -> list[tuple[int, str, str, str | None, dict[str, Any] | None]]:
+    ) -> list[tuple[int, str, str, str | None, dict[str, Any] | None, str | None]]:
         """Up to ``limit`` done items of ``kinds`` after ``after_rowid``, in rowid order:
-        (rowid, key, kind, remote_id, result)."""
+        (rowid, key, kind, remote_id, result, last_error)."""
         marks = ",".join("?" for _ in kinds)
         sql = (
-            f"select rowid, key, kind, remote_id, result from items "
+            f"select rowid, key, kind, remote_id, result, last_error from items "
             f"where state = ? and kind in ({marks}) and rowid > ? order by rowid limit ?"
         )
         rows = self.db.execute(sql, [DONE, *kinds, after_rowid, limit]).fetchall()
         return [
-            (rowid, key, kind, remote, _decoded({"result": result})["result"])
-            for rowid, key, kind, remote, result in rows
+            (rowid, key, kind, remote, _decoded({"result": result})["result"], note)
+            for rowid, key, kind, remote, result, note in rows
         ]
 
     def retryable_failures(self, retry: int = RETRY_SEND) -> list[str]:

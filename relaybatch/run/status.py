@@ -82,9 +82,8 @@ def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None
     total, rows = store.done_with_note(MEDIA_MISSING_MESSAGE, limit)
     if not rows:
         return []
-    table = folding_table(
-        "job", "item", "why", title="done items without their media files (tried again each run)"
-    )
+    title = "done items without their media files (videos and tasks: tried again each run)"
+    table = folding_table("job", "item", "why", title=title)
     for row in rows:
         table.add_row(row["job"], row["item_id"], row["last_error"])
     parts: list[Table | Text] = [table]

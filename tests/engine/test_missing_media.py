@@ -1,6 +1,7 @@
 """Done items of polled kinds (V2 videos, V1 tasks) whose media files are missing get them on the
 next execution: one poll, which downloads as a first completion does; nothing is created again and
-the item stays done, with the reason recorded when the files cannot be fetched any more."""
+the item stays done, with the reason recorded when the files cannot be fetched any more. Images
+came inside their answer: a lost one is only reported (sending again would be billed)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from engine_fakes import FAST, ClientFactory
+from engine_items import item as make_item
 from engine_items import video, video_v1
 from starlette.applications import Starlette
 from test_v1_media import FakeGateway, client_for
 
 from relaybatch.engine import CheckpointStore, execute, export_results
 from relaybatch.engine.media import files_missing
-from relaybatch.engine.poller import MEDIA_FETCHED_MESSAGE, MEDIA_MISSING_MESSAGE
+from relaybatch.engine.poller import (
+    ANSWER_MEDIA_LOST,
+    MEDIA_BACK_MESSAGE,
+    MEDIA_FETCHED_MESSAGE,
+    MEDIA_MISSING_MESSAGE,
+)
 
 
 def _as_an_older_relaybatch_left_it(store: CheckpointStore) -> None:
@@ -138,3 +145,35 @@ def test_status_lists_done_items_whose_files_could_not_be_fetched_again(tmp_path
     assert shown.exit_code == 0, shown.output
     assert "done items without their media files" in shown.output
     assert "v1-1" in shown.output and "link expired" in shown.output
+
+
+async def test_lost_image_files_are_reported_once_never_sent_again_and_cleared_when_back(
+    store: CheckpointStore, make_client: ClientFactory, fast_app: Starlette, tmp_path: Path
+) -> None:
+    images = [
+        make_item("image", {"model": "relay-image-2", "prompt": f"a red square {n}"}, f"image-{n}")
+        for n in (1, 2)
+    ]
+    store.add_items(images)
+    assert (await execute(store, make_client(), settings=FAST)).counts == {"done": 2}
+    first, second = (store.item(image.key) for image in images)
+    lost = store.path.parent / first["result"]["media_paths"][0]
+    kept = lost.read_bytes()
+    lost.unlink()
+    sent = _requests(fast_app, "POST", "/v1/images/")
+
+    for _ in range(2):  # the second execution finds it noted already: nothing written again
+        summary = await execute(store, make_client(), settings=FAST)
+        assert summary.counts == {"done": 2} and summary.sent == 0
+    assert _requests(fast_app, "POST", "/v1/images/") == sent  # never made again: that is billed
+    noted = store.item(images[0].key)
+    assert noted["last_error"] == ANSWER_MEDIA_LOST and noted["result"] == first["result"]
+    assert [e["detail"] for e in store.events(images[0].key)].count(ANSWER_MEDIA_LOST) == 1
+    assert store.item(images[1].key)["last_error"] is None  # its file is on disk
+    assert store.done_with_note(MEDIA_MISSING_MESSAGE)[0] == 1  # what `relaybatch status` lists
+
+    lost.write_bytes(kept)  # restored from a backup
+    await execute(store, make_client(), settings=FAST)
+    assert store.item(images[0].key)["last_error"] is None
+    assert [e["detail"] for e in store.events(images[0].key)][-1] == MEDIA_BACK_MESSAGE
+    assert second["result"] == store.item(images[1].key)["result"]
