@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from relaybatch.engine.kinds import CALLS, KindNotAvailable
+from relaybatch.engine.kinds import CALLS, KindNotAvailable, PollAnswer
 from relaybatch.engine.media import MediaFiles, files_missing
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
@@ -256,13 +256,7 @@ class Poller:
         write = execution.writer.write
         execution.hook("poll_sending", entry.key)
         try:
-            answer = await CALLS[entry.kind].poll(  # type: ignore[misc]
-                execution.client, entry.remote_id, MediaFiles(execution.run_dir, entry.key)
-            )
-        except AuthenticationFailed:
-            execution.run_stopped = execution.run_stopped or STOP_RUN_MESSAGE
-            execution.stop.set()
-            return
+            answer = await self._ask(entry)
         except NotFound as error:
             # The one definitive poll answer: the gateway does not know this id (any account's).
             reason = f"the gateway no longer knows {entry.remote_id}: {error}"
@@ -282,6 +276,8 @@ class Poller:
         except (GatewayError, OSError) as error:
             await self._poll_error(entry, error)
             return
+        if answer is None:
+            return  # the key was refused: the run stops
         execution.hook("poll_answered", entry.key)
         entry.errors, entry.failing_since = 0, None
         if answer.status == "running":
@@ -294,21 +290,30 @@ class Poller:
             await self._finish(entry, state, answer.result, answer.error)
         execution.hook("poll_committed", entry.key)
 
-    async def _fetch_missing_media(self, entry: _Due) -> None:
-        """One poll of a done item whose files are missing: it downloads them when the remote work
-        is still complete; whatever the answer, the item stays done (module docstring)."""
+    async def _ask(self, entry: _Due) -> PollAnswer | None:
+        """One poll of the entry's remote work (files downloaded when it is complete); None when
+        the gateway refused the key: the run stops, as it does for a refused create."""
         execution = self.execution
         try:
-            answer = await CALLS[entry.kind].poll(  # type: ignore[misc]
+            return await CALLS[entry.kind].poll(  # type: ignore[misc]
                 execution.client, entry.remote_id, MediaFiles(execution.run_dir, entry.key)
             )
         except AuthenticationFailed:
             execution.run_stopped = execution.run_stopped or STOP_RUN_MESSAGE
             execution.stop.set()
-            return
+            return None
+
+    async def _fetch_missing_media(self, entry: _Due) -> None:
+        """One poll of a done item whose files are missing: it downloads them when the remote work
+        is still complete; whatever the answer, the item stays done (module docstring)."""
+        execution = self.execution
+        try:
+            answer = await self._ask(entry)
         except (GatewayError, KindNotAvailable, OSError) as error:
             why = str(error)
         else:
+            if answer is None:
+                return  # the key was refused: the run stops
             if answer.status == "done":
                 fields = {"result": answer.result, "last_error": None}
                 await execution.writer.write(Change(entry.key, DONE, fields, MEDIA_FETCHED_MESSAGE))
