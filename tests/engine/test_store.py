@@ -317,3 +317,22 @@ def test_calls_of_items_in_some_states_only(store: CheckpointStore) -> None:
 
     assert sorted(store.calls()) == [("job", "chat", "relay-chat-large"), ("job", "chat", "relay-chat-small")]
     assert store.calls(("pending", "failed")) == [("job", "chat", "relay-chat-large")]
+
+
+def test_planning_names_items_anew_through_the_key_index_not_a_scan_of_every_item(
+    store: CheckpointStore,
+) -> None:
+    """A plan of a few rows appended to a big run must not touch every item: the statements that
+    bring ids, carried values and lines up to date find their rows from the plan's keys."""
+    store.plan_items([chat(n) for n in range(1, 40)])
+    statements: list[str] = []
+    store.db.conn.set_trace_callback(statements.append)
+
+    store.plan_items([chat(n) for n in range(1, 41)])
+
+    store.db.conn.set_trace_callback(None)
+    updates = [sql for sql in statements if sql.startswith("update items set") and "current_keys" in sql]
+    assert len(updates) == 2, statements
+    for sql in updates:
+        plan = " / ".join(row[3] for row in store.db.conn.execute("explain query plan " + sql))
+        assert "SCAN items" not in plan and "SCAN i " not in plan, (sql, plan)
