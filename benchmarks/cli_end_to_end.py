@@ -55,6 +55,7 @@ from bench import (
     wait_with_peak_memory,
     write_work,
 )
+from disk_per_item import file_bytes as disk_use
 from disk_per_item import report as disk_report
 
 TARGET_ITEMS_PER_SECOND = 2_000
@@ -144,16 +145,6 @@ def done_rows(runs_dir: Path) -> int:
         states = pq.read_table(path, columns=["state"]).column("state").to_pylist()
         done += sum(1 for state in states if state == "done")
     return done
-
-
-def disk_use(runs_dir: Path) -> Counter[str]:
-    """Bytes per kind of file the run left (SQLite side files counted with their database)."""
-    use: Counter[str] = Counter()
-    for path in runs_dir.rglob("*"):
-        if path.is_file():
-            name = path.name.split(".sqlite")[0] + ".sqlite" if ".sqlite" in path.name else path.suffix
-            use[name] += path.stat().st_size
-    return use
 
 
 def append_rows(work: Path, items: int, extra: int) -> None:
