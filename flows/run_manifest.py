@@ -16,6 +16,7 @@ resumes it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -207,19 +208,22 @@ async def run_manifest(
     # environment inside the process that sends requests.
     _stop_with_the_runner()
     started = time.monotonic()
-    if planned is None:
-        planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None)
-    timings = {"plan": time.monotonic() - started}
-    return await execute_and_report(
-        planned.label,
-        planned.paths,
-        base_url,
-        shared_limit_for(shared_limit_rpm),
-        progress_every,
-        planned.added,
-        cancel_remote_on_cancel,
-        timings,
-    )
+    # The store's lock from planning to export (run/locking.py): released between the two, another
+    # run of the same manifest could plan and execute in the gap. The CLI holds it around this flow.
+    with contextlib.ExitStack() as hold:
+        if planned is None:
+            planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None, hold=hold)
+        timings = {"plan": time.monotonic() - started}
+        return await execute_and_report(
+            planned.label,
+            planned.paths,
+            base_url,
+            shared_limit_for(shared_limit_rpm),
+            progress_every,
+            planned.added,
+            cancel_remote_on_cancel,
+            timings,
+        )
 
 
 @flow(name="resume-run", **_run_flow_options())

@@ -510,13 +510,14 @@ def resolve(
 @app.command()
 @reports_user_errors
 def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
-    """Rebuild a run's results Parquet files (one per job) from its checkpoint store."""
-    from relaybatch.engine import CheckpointStore, export_results
+    """Rebuild a run's results Parquet files (one per job) from its checkpoint store.
+
+    Refused while the run executes or merges (it exports its results itself when it ends)."""
+    from relaybatch.run import export_run_results
 
     paths = _existing_run(run_name, runs_dir)
-    with CheckpointStore(paths.checkpoint) as store:
-        for path in export_results(store, paths.results):
-            console.print(f"results: {path}")
+    for path in export_run_results(paths):  # holds the run's lock (run/locking.py)
+        console.print(f"results: {path}")
 
 
 @app.command()

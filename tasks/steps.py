@@ -9,6 +9,7 @@ gets SIGTERM from its runner) is the run layer's own (relaybatch/run/stopping.py
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from prefect import task
@@ -28,9 +29,16 @@ from relaybatch.shared_limit import SharedLimit
 
 
 @task(name="plan", persist_result=False, cache_policy=NO_CACHE, retries=0)
-def plan_items(manifest_path: Path, runs_dir: Path | None = None, shard: Shard | None = None) -> PlannedRun:
-    """Validate the manifest and add its new items (this shard's only) to the store, streaming."""
-    return plan_run(manifest_path, runs_dir, shard)
+def plan_items(
+    manifest_path: Path,
+    runs_dir: Path | None = None,
+    shard: Shard | None = None,
+    hold: contextlib.ExitStack | None = None,
+) -> PlannedRun:
+    """Validate the manifest and add its new items (this shard's only) to the store, streaming.
+
+    ``hold``: the store's lock stays held until the flow closes it (plan to export, one writer)."""
+    return plan_run(manifest_path, runs_dir, shard, hold=hold)
 
 
 @task(name="execute", persist_result=False, cache_policy=NO_CACHE, retries=0)

@@ -34,7 +34,7 @@ from relaybatch.run.assemble import (
     refused_before_sending,
     result_of,
 )
-from relaybatch.run.locking import executing
+from relaybatch.run.locking import executing, exporting
 from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
 from relaybatch.run.stopping import stop_on_signals
@@ -140,7 +140,7 @@ async def execute_run(
 
 def export_run_results(paths: RunPaths) -> list[Path]:
     """Rebuild the results Parquet files from the checkpoint store."""
-    with executing(paths), CheckpointStore(paths.checkpoint) as store:
+    with exporting(paths), CheckpointStore(paths.checkpoint) as store:
         return export_results(store, paths.results)
 
 

@@ -188,6 +188,11 @@ RESOLVE_ADVICE = (
     "Its calls in flight settle when they answer: settle a call from the bill once the execution has "
     "finished (or stop it: Ctrl-C where it runs, or SIGTERM), then run this command again."
 )
+EXPORT_ADVICE = (
+    "It writes the results itself when its execution ends, and an export beside it would race it for "
+    "the same files: wait for it to finish (or stop it: Ctrl-C where it runs, or SIGTERM), then run "
+    "this command again if you still need to."
+)
 MERGE_ADVICE = (
     "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
     "resumably), then run this command again."
@@ -205,6 +210,15 @@ def what_runs_in(paths: RunPaths) -> str:
 def executing(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
     """The lock an execution of the store at ``paths`` (a run's or a shard's) holds."""
     return holding(paths.root, f"executing {what_runs_in(paths)}", RUN_ADVICE)
+
+
+def exporting(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
+    """The lock an export of the store at ``paths`` holds. An export beside an execution (or a
+    merge) of the same store races the execution's own export for the same files: the slower one
+    renames its files last, so older rows can replace newer ones, and each removes the job files its
+    own (maybe earlier) view of the store does not list, so a job file the other has just written
+    can vanish. Inside an execution of this process (``relaybatch run``) the lock is already held."""
+    return holding(paths.root, f"exporting the results of {what_runs_in(paths)}", EXPORT_ADVICE)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ when the second command comes."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import signal
@@ -224,3 +225,78 @@ def test_the_same_shard_twice_is_refused_and_merge_waits_for_the_shard(tmp_path:
         shard.kill()
     merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
     assert merged.returncode == 0, merged.stderr
+
+
+# -- the seams: export, and the deployment flow between plan and execute ---------------------------
+
+
+def _finished_run(tmp_path: Path, rows: int = 3) -> tuple[Path, Path]:
+    """(runs folder, manifest) of a run of ``rows`` items, finished by `relaybatch run`."""
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", rows)
+    done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=_slow_emulator(tmp_path, 0))
+    assert done.returncode == 0, done.stderr
+    return runs, manifest
+
+
+@pytest.mark.slow
+def test_export_is_refused_while_another_process_executes_the_run_and_works_after(tmp_path: Path) -> None:
+    runs, _ = _finished_run(tmp_path)
+    results = runs / "many" / "results" / "many.parquet"
+    results.unlink()
+    emulator = _slow_emulator(tmp_path, 0)
+    holder = HelperHolder(runs / "many")  # what a `relaybatch run` (or merge) of it holds
+    try:
+        refused = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert refused.returncode == 1, refused.stdout
+        assert f"executing run 'held': pid {holder.process.pid}" in refused.stderr
+        assert "It writes the results itself when its execution ends" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert not results.exists()  # nothing written beside the execution
+    finally:
+        holder.kill()
+    exported = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+    assert exported.returncode == 0, exported.stderr
+    assert f"results: {results}" in exported.stdout and results.exists()
+
+
+def test_an_export_says_what_it_does_to_whoever_it_refuses(tmp_path: Path) -> None:
+    from relaybatch.run.locking import exporting
+
+    paths = RunPaths(tmp_path / "big")
+    with exporting(paths):
+        holder = holder_of(paths.root)
+        assert holder is not None and holder.activity == "exporting the results of run 'big'"
+        with executing(paths):  # `relaybatch run` exports inside its own execution's hold
+            pass
+    with executing(paths), exporting(paths):
+        holder = holder_of(paths.root)
+        assert holder is not None and holder.activity == "executing run 'big'"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+async def test_the_run_flow_holds_the_lock_from_plan_to_execute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deployment's flow run plans, then executes: a second `relaybatch run` of the same
+    manifest started between the two is refused, instead of planning and sending in the gap."""
+    # The module (the package's ``run_manifest`` is the flow of the same name).
+    flows = importlib.import_module("relaybatch.flows.run_manifest")
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 3)
+    emulator = _slow_emulator(tmp_path, 0)
+    plan = flows.plan_items
+    between: list[subprocess.CompletedProcess[str]] = []
+
+    def plan_then_race(*arguments: object, **keywords: object) -> object:
+        planned = plan(*arguments, **keywords)
+        between.append(_relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator))
+        return planned
+
+    monkeypatch.setattr(flows, "plan_items", plan_then_race)
+    outcome = await flows.run_manifest(manifest, runs_dir=runs)
+
+    [second] = between
+    assert second.returncode == 1, second.stderr
+    assert f"executing run 'many': pid {os.getpid()}" in second.stderr
+    assert "send the same items twice" in second.stderr and "Traceback" not in second.stderr
+    assert outcome.counts == {"done": 3} and outcome.sent == 3  # this flow run sent them, not the other
