@@ -253,14 +253,25 @@ class SpendTotals:
 class CostStore:
     """The run's money in one SQLite file: prices fetched, charges settled."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path, self.read_only = path, read_only
+        if read_only:
+            # mode=ro: never creates the file, takes a write lock or migrates (see open_read_only);
+            # query_only: refuses any write this connection is asked for, temporary tables too.
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+            connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA query_only=1")
+            connection.execute("PRAGMA busy_timeout=10000")
+            self.db = sqlite_utils.Database(connection)
+            self._check_layout()
+            self._text_ids: dict[str, int] = {}
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
         # As the checkpoint store: WAL + NORMAL survives a crash of the process, and commits are cheap.
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA busy_timeout=10000")
-        self.path = path
         self.db = sqlite_utils.Database(connection)
         self.db.table("prices").create(
             {"model": str, "provider": str, "fetched_at": str, "pricing": str},
@@ -283,14 +294,34 @@ class CostStore:
         self._create_layout()
         self._text_ids = {text: id for id, text in connection.execute("select id, text from texts")}
 
-    def _create_layout(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+    @classmethod
+    def open_read_only(cls, path: Path) -> CostStore | None:
+        """The store as it is, for a reader beside a running execution (``relaybatch status``), or
+        None when there is nothing to read yet: no file (nothing spent yet), or one whose tables
+        are still being created. WAL lets it read while the execution writes; it never writes,
+        never creates the file, and reads an older layout as it is, unmigrated (layout 0's
+        ``charges`` table has the columns the view shows). The store's file is never changed; SQLite
+        may create the empty ``-wal`` and ``-shm`` side files a WAL reader needs when no writer
+        has them open."""
+        if not path.is_file():
+            return None
+        store = cls(path, read_only=True)
+        if store.db.execute("select 1 from sqlite_schema where name = 'charges'").fetchone() is None:
+            store.close()
+            return None
+        return store
+
+    def _check_layout(self) -> int:
+        version: int = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(
                 f"{self.path}: cost store layout {version} is newer than this relaybatch's "
                 f"({SCHEMA_VERSION}); open it with a newer relaybatch"
             )
-        if version == SCHEMA_VERSION:
+        return version
+
+    def _create_layout(self) -> None:
+        if self._check_layout() == SCHEMA_VERSION:
             return
         with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
             tables = {row[0]: row[1] for row in self.db.execute("select name, type from sqlite_schema")}
@@ -467,7 +498,11 @@ class CostStore:
         """The sums over every charge, kept beside the change count they were made at: a resumed
         million-call run reads them back instead of summing a million rows before its first send.
         Made afresh (one pass, exact decimals) when a write has moved the count since."""
-        found = self.db.execute("select count, totals_at, totals from changes where id = 1").fetchone()
+        found = (  # a read-only open of a store from before ``changes`` existed: no saved sums
+            self.db.execute("select count, totals_at, totals from changes where id = 1").fetchone()
+            if not self.read_only or self.db.table("changes").exists()
+            else None
+        )
         count, totals_at, saved = found if found else (None, None, None)
         if saved and totals_at == count:
             return SpendTotals.from_json(saved)
@@ -483,6 +518,7 @@ class CostStore:
         totals = SpendTotals(total, total - known, per_job)
         if (
             count is not None
+            and not self.read_only
             and self.db.execute("select count from changes where id = 1").fetchone()[0] == count
         ):
             # No write between the two reads of the count (each write moves it in its own

@@ -78,7 +78,10 @@ class Totals:
     usd: Decimal = Decimal(0)  # known
     unknown_calls: int = 0
     unknown_usd: Decimal = Decimal(0)  # worst case beyond what is known, of calls of unknown cost
-    unknown_outcomes: int = 0  # calls sent with no answer recorded
+    unknown_outcomes: int = 0  # calls sent with no answer recorded (in flight included)
+    in_flight: int = 0  # of those, calls an execution is waiting on (reserved, not answered yet)
+    in_flight_usd: Decimal = Decimal(0)  # their worst case (part of unknown_usd)
+    outcome_unknown_usd: Decimal = Decimal(0)  # the worst case of the others (part of unknown_usd)
 
     def add(self, usd: Decimal, priced: bool, unknown_usd: Decimal = Decimal(0), outcome: str = "") -> None:
         self.calls += 1
@@ -86,6 +89,11 @@ class Totals:
         self.unknown_calls += 0 if priced else 1
         self.unknown_usd += unknown_usd
         self.unknown_outcomes += 1 if outcome in (UNKNOWN, RESERVED) else 0
+        if outcome == RESERVED:
+            self.in_flight += 1
+            self.in_flight_usd += unknown_usd
+        elif outcome == UNKNOWN:
+            self.outcome_unknown_usd += unknown_usd
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,22 @@ class RunSpend:
     @property
     def unknown_outcomes(self) -> int:
         return sum(totals.unknown_outcomes for totals in self.groups.values())
+
+    @property
+    def in_flight(self) -> int:
+        """Calls reserved and in flight: an execution is waiting on their answer."""
+        return sum(totals.in_flight for totals in self.groups.values())
+
+    @property
+    def in_flight_usd(self) -> Decimal:
+        """The worst case the budget holds for calls in flight (part of ``unknown_usd``)."""
+        return sum((totals.in_flight_usd for totals in self.groups.values()), Decimal(0))
+
+    @property
+    def outcome_unknown_usd(self) -> Decimal:
+        """The worst case held for calls sent with no answer recorded and none awaited (part of
+        ``unknown_usd``; `relaybatch resolve` settles them)."""
+        return sum((totals.outcome_unknown_usd for totals in self.groups.values()), Decimal(0))
 
     @property
     def calls(self) -> int:
@@ -191,11 +215,12 @@ REPORT_COLUMNS = (
 
 def add_ledger(spend: RunSpend, run_dir: Path, since: date | None = None, export: bool = True) -> None:
     """Add a store's charges from ``since`` on to ``spend`` (refreshing its Parquet export on the way,
-    unless ``export`` is False: another process, a running shard, may be writing it)."""
+    unless ``export`` is False: another process, a running shard, may be writing it, so the store
+    is then opened read-only). No store yet: nothing spent yet."""
     path = run_dir / COST_STORE_NAME
-    if not path.exists():
+    store = CostStore(path) if export and path.exists() else CostStore.open_read_only(path)
+    if store is None:
         return
-    store = CostStore(path)
     try:
         if export:
             write_ledger(store, run_dir / LEDGER_NAME)

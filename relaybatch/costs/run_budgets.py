@@ -99,10 +99,12 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
     outside: list[Spend] = []
     siblings: list[Spend] = []
     for folder in store_folders(run_dir):
-        path = folder / COST_STORE_NAME
-        if folder == store_dir or not path.exists():
+        if folder == store_dir:
             continue
-        store = CostStore(path)
+        # Read-only: another shard may be executing and writing its store (WAL lets both in).
+        store = CostStore.open_read_only(folder / COST_STORE_NAME)
+        if store is None:
+            continue
         try:
             spent = store.spent()
         finally:

@@ -1,21 +1,26 @@
-"""What `relaybatch status RUN` shows: counts per state and job, how the last execution ended,
-every item that did not end done (with its reason), done items whose media files could not be
-downloaded again, and the command that resumes the run."""
+"""What `relaybatch status RUN` shows: counts per state and job, how the last execution ended, the
+run's money (spent, unknown outcomes, in flight, each budget and what is left of it), every item
+that did not end done (with its reason), done items whose media files could not be downloaded
+again, and the command that resumes the run."""
 
 from __future__ import annotations
 
 import shlex
+import sqlite3
+from pathlib import Path
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from relaybatch.console import table as folding_table
+from relaybatch.costs.report import display_usd, store_folders
 from relaybatch.engine.poller import MEDIA_MISSING_MESSAGE
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
 from relaybatch.run.paths import runs_dir_or_default
+from relaybatch.run.views import RunMoney, run_money
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
 LISTED = 20
@@ -77,6 +82,68 @@ def last_execution_line(store: CheckpointStore) -> str:
     return f"last execution finished at {last['ended_at']}"
 
 
+def money_table(money: RunMoney) -> Table:
+    """Each job's spend beside its budget, then the run's (its budget shown once)."""
+    numbers = ("known USD", "unknown USD (worst case)", "total USD", "budget USD", "left USD")
+    title = "money" + (f" (the run's cost store and {money.shards} shard folder(s))" if money.shards else "")
+    table = folding_table("job", *numbers, title=title, whole=numbers)
+    for line in money.lines():
+        budget = "-" if line.budget is None else display_usd(line.budget.budget_usd)
+        left = "-" if line.budget is None else display_usd(line.budget.left_usd)
+        amounts = (display_usd(line.known_usd), display_usd(line.unknown_usd), display_usd(line.total_usd))
+        if line.job is None:
+            table.add_section()
+            table.add_row("run", *amounts, budget, left, style="bold")
+        else:
+            table.add_row(line.job, *amounts, budget, left)
+    return table
+
+
+def money_line(money: RunMoney, executing: bool) -> str:
+    """Spent (known), unknown outcomes, calls in flight, the total the budgets count, and what is
+    left of the run's budget, as one line. With no execution running, calls still reserved were
+    left in flight by one that ended without their answer: unknown outcomes once the run resumes."""
+    spend = money.spend
+    reserved = f"{display_usd(spend.in_flight_usd)} for {spend.in_flight} call(s)"
+    parts = [
+        f"spent (known) {display_usd(spend.known_usd)}",
+        f"unknown outcomes {display_usd(spend.outcome_unknown_usd)} (worst case) for "
+        f"{spend.unknown_outcomes - spend.in_flight} call(s) sent with no answer recorded",
+        f"reserved (in flight) {reserved}"
+        if executing or not spend.in_flight
+        else f"reserved by an execution that ended without their answer {reserved} "
+        "(unknown outcomes once the run resumes)",
+    ]
+    unpriced = spend.unknown_usd - spend.in_flight_usd - spend.outcome_unknown_usd
+    if spend.unknown_calls > spend.unknown_outcomes:
+        parts.append(
+            f"unknown prices {display_usd(unpriced)} (worst case) for "
+            f"{spend.unknown_calls - spend.unknown_outcomes} call(s) charged at a price not known"
+        )
+    parts.append(f"total {display_usd(spend.total_usd)}")
+    run_line = money.lines()[-1]
+    if run_line.budget is None:
+        parts.append("no run budget")
+    else:
+        use = run_line.budget
+        parts.append(f"run budget {display_usd(use.budget_usd)}, {display_usd(use.left_usd)} remaining")
+    return "; ".join(parts)
+
+
+def money_parts(run_dir: Path) -> list[Table | Text]:
+    """The run's money, read-only beside a running execution; a store it cannot read is named, and
+    the rest of the status still shows."""
+    try:
+        money = run_money(run_dir)
+    except sqlite3.Error as error:
+        return [Text(f"money: cannot read the cost store of {run_dir}: {error}")]
+    executing = any(holder_of(folder) is not None for folder in store_folders(run_dir))
+    if not money.spend.calls and money.budgets.run_usd is None and not money.budgets.job_usd:
+        return [Text("money: nothing spent yet; no budget")]
+    parts: list[Table | Text] = [money_table(money)] if money.spend.calls or money.budgets.job_usd else []
+    return [*parts, Text(f"money: {money_line(money, executing)}")]
+
+
 def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None) -> list[Table | Text]:
     """Done items whose media files could not be downloaded again (engine/poller.py, "Missing media")."""
     total, rows = store.done_with_note(MEDIA_MISSING_MESSAGE, limit)
@@ -109,6 +176,7 @@ def resume_command(store: CheckpointStore, run_name: str) -> str:
 
 def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -> Group:
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
+    parts.extend(money_parts(store.path.parent))
     counts = store.count_by_state()
     limit = None if show_all else LISTED
     for state in EXPLAINED:

@@ -12,8 +12,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from relaybatch.engine.store import CheckpointStore
+
+if TYPE_CHECKING:
+    from relaybatch.costs.budget import Budgets
+    from relaybatch.costs.report import RunSpend
+    from relaybatch.costs.run_budgets import BudgetUse
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,62 @@ def spend_lines(store_dirs: Iterable[Path]) -> list[SpendLine]:
 def total_spend(lines: Iterable[SpendLine]) -> Decimal:
     """Known + unknown (worst case): what the budget counts as spent."""
     return sum((line.total_usd for line in lines), Decimal(0))
+
+
+@dataclass(frozen=True)
+class MoneyLine:
+    """One job's spend (or the run's, ``job`` None) beside its budget, when it has one."""
+
+    job: str | None
+    known_usd: Decimal
+    unknown_usd: Decimal  # worst case held for calls of unknown cost or outcome, in flight included
+    budget: BudgetUse | None
+
+    @property
+    def total_usd(self) -> Decimal:
+        """Known + unknown (worst case): what the budget counts as spent."""
+        return self.known_usd + self.unknown_usd
+
+
+@dataclass(frozen=True)
+class RunMoney:
+    """A run's money now, from its cost stores opened read-only (the run's own and its shards'),
+    beside its budgets (the run's once, each job's beside that job's spend)."""
+
+    spend: RunSpend
+    budgets: Budgets
+    shards: int  # shard folders read beside the run's own
+
+    def lines(self) -> list[MoneyLine]:
+        """One line per job that spent or has a budget, then the run's."""
+        from relaybatch.costs.run_budgets import BudgetUse
+
+        name, job_budgets = self.spend.runs[0], self.budgets.job_usd or {}
+
+        def line(job: str | None, known: Decimal, unknown: Decimal, budget: Decimal | None) -> MoneyLine:
+            use = None if budget is None else BudgetUse(name, job, known + unknown, budget)
+            return MoneyLine(job, known, unknown, use)
+
+        spent = {spend.key[0]: spend for spend in self.spend.by("job")}
+        lines = [
+            line(job, spent[job].usd, spent[job].unknown_usd, job_budgets.get(job))
+            if job in spent
+            else line(job, Decimal(0), Decimal(0), job_budgets[job])
+            for job in sorted(spent.keys() | job_budgets.keys())
+        ]
+        lines.append(line(None, self.spend.known_usd, self.spend.unknown_usd, self.budgets.run_usd))
+        return lines
+
+
+def run_money(run_dir: Path) -> RunMoney:
+    """The money of the run at ``run_dir`` (a run's folder; its shard folders are read too): every
+    cost store opened read-only, so it can follow a running execution. No cost store yet: nothing
+    spent yet."""
+    from relaybatch.costs.report import run_spend_figures, store_folders
+    from relaybatch.costs.run_budgets import run_budgets
+
+    spend = run_spend_figures(run_dir, export=False)
+    return RunMoney(spend, run_budgets(run_dir), len(store_folders(run_dir)) - 1)
 
 
 def items_per_job_and_state(checkpoints: Iterable[Path]) -> list[dict[str, object]]:
