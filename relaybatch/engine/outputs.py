@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -196,15 +196,28 @@ def _fitting(value: Any, data_type: pa.DataType) -> Any:
     return value
 
 
-def _timestamps(texts: list[Any]) -> pa.Array:
-    """ISO 8601 text (the store's ``now_text``) as UTC timestamps, parsed by Arrow in one pass."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _timestamps(values: list[Any]) -> pa.Array:
+    """The store's times as UTC timestamps, converted by Arrow in one pass: integer milliseconds
+    since the epoch (layout 2), or ISO 8601 text (a store of an earlier layout, read as it is)."""
     try:
-        return pa.array(texts, type=pa.string()).cast(TIMESTAMP_TYPE)
+        return pa.array(values, type=TIMESTAMP_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        pass
+    try:
+        return pa.array(values, type=pa.string()).cast(TIMESTAMP_TYPE)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        return pa.array([_timestamp(text) for text in texts], type=TIMESTAMP_TYPE)
+        return pa.array([_timestamp(value) for value in values], type=TIMESTAMP_TYPE)
 
 
 def _timestamp(text: Any) -> datetime | None:
+    if isinstance(text, int) and not isinstance(text, bool):
+        try:
+            return _EPOCH + timedelta(milliseconds=text)
+        except OverflowError:
+            return None
     try:
         moment = datetime.fromisoformat(text)
     except (TypeError, ValueError):

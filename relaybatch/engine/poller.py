@@ -35,7 +35,7 @@ from relaybatch.engine.kinds import CALLS, KindNotAvailable, PollAnswer
 from relaybatch.engine.media import MediaFiles, files_missing
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
-from relaybatch.engine.store import Change, now_text
+from relaybatch.engine.store import Change, now_ms
 from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayError, NotFound
 from relaybatch.gateway.retry import retry_delay
 
@@ -260,7 +260,7 @@ class Poller:
         except NotFound as error:
             # The one definitive poll answer: the gateway does not know this id (any account's).
             reason = f"the gateway no longer knows {entry.remote_id}: {error}"
-            await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_text()}, reason))
+            await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_ms()}, reason))
             execution.count_finished(entry.kind, FAILED)
             return
         except KindNotAvailable as error:
@@ -325,7 +325,7 @@ class Poller:
     async def _finish(
         self, entry: _Due, state: str, result: dict[str, Any] | None, error: str | None
     ) -> None:
-        fields: dict[str, Any] = {"finished_at": now_text()}
+        fields: dict[str, Any] = {"finished_at": now_ms()}
         if result is not None:
             fields["result"] = result
         if error:
@@ -352,7 +352,7 @@ class Poller:
             f"polling {entry.remote_id} failed {entry.errors} times in a row over {window:.0f} s: "
             f"{error}; the paid work was kept, run again to poll it again"
         )
-        fields = {"last_error": reason, "finished_at": now_text(), "retryable": RETRY_POLL}
+        fields = {"last_error": reason, "finished_at": now_ms(), "retryable": RETRY_POLL}
         await self.execution.writer.write(Change(entry.key, FAILED, fields, reason))
         self.execution.count_finished(entry.kind, FAILED)
         self.given_up += 1
@@ -369,7 +369,7 @@ class Poller:
                 await cancel(self.execution.client, entry.remote_id)
             except GatewayError:
                 continue
-            fields = {"last_error": REMOTE_CANCELLED_MESSAGE, "finished_at": now_text()}
+            fields = {"last_error": REMOTE_CANCELLED_MESSAGE, "finished_at": now_ms()}
             await self.execution.writer.write(Change(entry.key, CANCELLED, fields, REMOTE_CANCELLED_MESSAGE))
             self.execution.count_finished(entry.kind, CANCELLED)
             cancelled += 1

@@ -44,7 +44,7 @@ from relaybatch.engine.states import (
     TERMINAL_STATES,
     UNCERTAIN,
 )
-from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_text
+from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_ms
 from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
 from relaybatch.gateway.retry import RetryPolicy, retry_delay
@@ -307,7 +307,7 @@ class Execution:
                 "result": outcome.result,
                 "latency_ms": latency_ms,
                 "limiter_wait_ms": waited_ms,
-                "finished_at": now_text(),
+                "finished_at": now_ms(),
                 "cost_usd": cost,
             }
             await self.writer.write(Change(row.key, DONE, fields))
@@ -319,7 +319,7 @@ class Execution:
                 "result": outcome.result,
                 "latency_ms": latency_ms,
                 "limiter_wait_ms": waited_ms,
-                "submitted_at": now_text(),
+                "submitted_at": now_ms(),
                 "cost_usd": cost,
             }
             await self.writer.write(Change(row.key, SUBMITTED, fields))

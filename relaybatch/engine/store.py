@@ -31,7 +31,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -130,12 +130,75 @@ _ORDER = "rowid_order_"
 # The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
 _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 # The store's layout (PRAGMA user_version); 0 is the layout before versions (see the docstring).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Items as layout 2 keeps them. ``source`` (the data file and line an item came from, for messages)
+# is the file's id in ``source_files`` and the line; submitted/finished times are integer
+# milliseconds since the epoch. Readers still see ``source`` as "path:line" (``_SOURCE_SQL``).
+_ITEMS_DDL = (
+    "create table if not exists {name} (key text primary key, item_id text not null, "
+    "job text not null, kind text not null, request text not null, carry text, "
+    "source_file integer, source_line integer, state text not null, attempts integer default 0, "
+    "remote_id text, last_error text, result text, not_before real, submitted_at integer, "
+    "finished_at integer, latency_ms real, limiter_wait_ms real, cost_usd text, cost_detail text, "
+    "retryable integer)"
+)
+_ITEM_INDEXES = (
+    'create index if not exists "idx_items_state" on items (state)',
+    'create index if not exists "idx_items_job_state" on items (job, state)',
+)
+_SOURCE_FILES_DDL = (
+    "create table if not exists source_files (id integer primary key, path text not null unique)"
+)
+# An item as every reader sees it, whatever the layout (``source`` is read through _SOURCE_SQL).
+ITEM_COLUMNS = (
+    "key",
+    "item_id",
+    "job",
+    "kind",
+    "request",
+    "carry",
+    "source",
+    "state",
+    "attempts",
+    "remote_id",
+    "last_error",
+    "result",
+    "not_before",
+    "submitted_at",
+    "finished_at",
+    "latency_ms",
+    "limiter_wait_ms",
+    "cost_usd",
+    "cost_detail",
+    "retryable",
+)
+_TIME_COLUMNS = ("submitted_at", "finished_at")
+# Layout 2's source as the text the item was planned with: "path:line", or the path alone.
+_SOURCE_SQL = (
+    "(select path from source_files where id = {0}.source_file) || coalesce(':' || {0}.source_line, '')"
+)
+# Text "path:line" (layouts 0 and 1) split as ``split_source`` does: the path, and the line when the
+# text ends in ':' and digits an integer writes back the same (else the whole text is the path).
+_SOURCE_HEAD_SQL = "rtrim({0}, '0123456789')"
+_SOURCE_HAS_LINE_SQL = (
+    "(substr({head}, -1) = ':' and length({head}) < length({0}) and length({0}) - length({head}) < 19 "
+    "and cast(substr({0}, length({head}) + 1) as integer) || '' = substr({0}, length({head}) + 1))"
+)
+_SOURCE_PATH_SQL = "case when {has_line} then substr({head}, 1, length({head}) - 1) else {0} end"
+_SOURCE_LINE_SQL = "case when {has_line} then cast(substr({0}, length({head}) + 1) as integer) end"
+# ISO text as ``now_text`` writes it to integer milliseconds, exactly; other text is kept as it is
+# (a reader shows it as it did: the results export writes null for text that is not a time).
+_ISO_MS_SQL = (
+    "case when {0} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
+    ".[0-9][0-9][0-9]+00:00' "
+    "then cast(strftime('%s', {0}) as integer) * 1000 + cast(substr({0}, 21, 3) as integer) else {0} end"
+)
 # An event's integer milliseconds as the ISO text ``now_text`` writes (exact: SQLite keeps times
 # as integer milliseconds internally).
 _EVENT_AT_SQL = "strftime('%Y-%m-%dT%H:%M:%f', {0} / 1000.0, 'unixepoch') || '+00:00'"
 # JSON text as the store keeps it: keys sorted, no spaces after separators.
 _COMPACT = (",", ":")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def now_text() -> str:
@@ -145,6 +208,46 @@ def now_text() -> str:
 def now_ms() -> int:
     """Milliseconds since the epoch: an event's time as the store keeps it."""
     return time.time_ns() // 1_000_000
+
+
+def split_source(source: str | None) -> tuple[str | None, int | None]:
+    """An item's source text as (path, line): "data.jsonl:12" is ("data.jsonl", 12); text not
+    ending in ':' and a line an integer writes back the same ("notes", "a:007") is all path.
+    ``join_source`` gives the text back exactly."""
+    if source is None:
+        return None, None
+    path, colon, line = source.rpartition(":")
+    if colon and line.isascii() and line.isdigit() and len(line) < 19 and str(int(line)) == line:
+        return path, int(line)
+    return source, None
+
+
+def join_source(path: str | None, line: int | None) -> str | None:
+    if path is None:
+        return None
+    return path if line is None else f"{path}:{line}"
+
+
+def source_sql(column: str, part: str) -> str:
+    """SQL of the path (``part`` "path") or line ("line") of a "path:line" text ``column``."""
+    head = _SOURCE_HEAD_SQL.format(column)
+    has_line = _SOURCE_HAS_LINE_SQL.format(column, head=head)
+    template = _SOURCE_PATH_SQL if part == "path" else _SOURCE_LINE_SQL
+    return template.format(column, head=head, has_line=has_line)
+
+
+def time_ms(value: Any) -> Any:
+    """A submitted/finished time as the store keeps it: ISO 8601 text (naive: UTC) as integer
+    milliseconds since the epoch; integers and None as they are; other text kept as given."""
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def compact_json(value: Any) -> str:
@@ -198,6 +301,8 @@ class CheckpointStore:
             connection.execute("PRAGMA busy_timeout=10000")
             self.db = sqlite_utils.Database(connection)
             self._events_by_rowid = "item" in self.db.table("events").columns_dict
+            # Layout 2's items (source file ids, times in milliseconds); older ones read as they are.
+            self._compact_items = "source_file" in self.db.table("items").columns_dict
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -213,6 +318,7 @@ class CheckpointStore:
         self.db = sqlite_utils.Database(connection)
         self._create_tables()
         self._events_by_rowid = True
+        self._compact_items = True
 
     def _create_tables(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -226,19 +332,54 @@ class CheckpointStore:
         if version == SCHEMA_VERSION:
             return
         with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
-            if not fresh:
+            # Read again inside the write lock: another process may have migrated it meanwhile.
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            migrated = not fresh and version < SCHEMA_VERSION
+            if migrated:
                 self._migrate_events()
-                self._drop_item_times()
+                self._rebuild_items()
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if migrated:
+            self._compact_file()
 
-    def _drop_item_times(self) -> None:
-        """Layout 0 to 1: items lose ``created_at`` and ``updated_at`` (no reader used them; an
-        item's times are its events'), rather than keep values that would go stale. One rewrite of
-        the table (about 0.2 s per 20,000 items); the pages' space is reused by later writes."""
+    def _compact_file(self) -> None:
+        """After a migration: the old tables' pages, now free, given back to the file system
+        (``VACUUM``; about 2 s for 200,000 items, once), else the file would keep both copies'
+        size until later writes reused them. Not essential: skipped when another connection
+        holds the store (the free pages are reused then)."""
+        try:
+            self.db.execute("VACUUM")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError:
+            pass
+
+    def _rebuild_items(self) -> None:
+        """Layouts 0 and 1 to 2, in one copy of the table (rowids kept: events refer to them):
+        ``source`` "path:line" becomes a ``source_files`` id and the line; submitted/finished ISO
+        times become integer milliseconds; layout 0's ``created_at``/``updated_at`` are not copied
+        (no reader used them; an item's times are its events')."""
         present = set(self.db.table("items").columns_dict)
-        for column in ("created_at", "updated_at"):
-            if column in present:
-                self.db.execute(f"alter table items drop column {column}")
+        if "source_file" in present:
+            return
+        self.db.execute(
+            f"insert or ignore into source_files (path) select {source_sql('source', 'path')} "
+            "from items where source is not null group by 1 order by min(rowid)"
+        )
+        values = {name: name if name in present else "null" for name in ITEM_COLUMNS}
+        for name in _TIME_COLUMNS:
+            values[name] = _ISO_MS_SQL.format(name) if name in present else "null"
+        del values["source"]
+        values["source_file"] = f"(select id from source_files where path = {source_sql('source', 'path')})"
+        values["source_line"] = source_sql("source", "line")
+        self.db.execute(_ITEMS_DDL.format(name="items_layout2"))
+        self.db.execute(
+            f"insert into items_layout2 (rowid, {', '.join(values)}) "
+            f"select rowid, {', '.join(values.values())} from items order by rowid"
+        )
+        self.db.execute("drop table items")
+        self.db.execute("alter table items_layout2 rename to items")
+        for statement in _ITEM_INDEXES:
+            self.db.execute(statement)
 
     def _migrate_events(self) -> None:
         """Layout 0 to 1: events refer to their item by rowid and keep integer milliseconds
@@ -277,36 +418,8 @@ class CheckpointStore:
         for column in _RUN_COLUMNS_ADDED:
             if column not in present:
                 self.db.table("runs").add_column(column, str)
-        self.db.table("items").create(
-            {
-                "key": str,
-                "item_id": str,
-                "job": str,
-                "kind": str,
-                "request": str,
-                "carry": str,
-                "source": str,
-                "state": str,
-                "attempts": int,
-                "remote_id": str,
-                "last_error": str,
-                "result": str,
-                "not_before": float,
-                "submitted_at": str,
-                "finished_at": str,
-                "latency_ms": float,
-                "limiter_wait_ms": float,
-                "cost_usd": str,
-                "cost_detail": str,
-                "retryable": int,
-            },
-            pk="key",
-            not_null={"item_id", "job", "kind", "request", "state"},
-            defaults={"attempts": 0},
-            if_not_exists=True,
-        )
-        if "limiter_wait_ms" not in self.db.table("items").columns_dict:  # a store from before it
-            self.db.table("items").add_column("limiter_wait_ms", float)
+        self.db.execute(_ITEMS_DDL.format(name="items"))
+        self.db.execute(_SOURCE_FILES_DDL)
         self.db.table("items").create_index(["state"], if_not_exists=True)
         self.db.table("items").create_index(["job", "state"], if_not_exists=True)
         self.db.table("price_snapshots").create(
@@ -450,17 +563,22 @@ class CheckpointStore:
             with transaction(self.db.conn):
                 self.db.execute(
                     "create temp table if not exists current_keys "
-                    "(key text primary key, item_id text, carry text, source text)"
+                    "(key text primary key, item_id text, carry text, source_file integer, "
+                    "source_line integer)"
                 )
                 self.db.execute("delete from current_keys")
                 added = 0
                 for chunk in _chunks(items, ADD_CHUNK_ROWS):
                     skipped = skip([item.key for item in chunk]) if skip else set()
-                    added += self._insert_chunk([item for item in chunk if item.key not in skipped])
+                    sources = self._sources(item.source for item in chunk)
+                    added += self._insert_chunk([item for item in chunk if item.key not in skipped], sources)
                     self.db.conn.executemany(
-                        "insert or ignore into current_keys (key, item_id, carry, source) "
-                        "values (?, ?, ?, ?)",
-                        [[item.key, item.item_id, compact_json(item.carry), item.source] for item in chunk],
+                        "insert or ignore into current_keys (key, item_id, carry, source_file, source_line) "
+                        "values (?, ?, ?, ?, ?)",
+                        [
+                            [item.key, item.item_id, compact_json(item.carry), *sources[item.source]]
+                            for item in chunk
+                        ],
                     )
                 self._name_anew()
                 fingerprint = record() if record is not None else None
@@ -576,14 +694,14 @@ class CheckpointStore:
         further (anything but pending). Events stay in the other store (reports read both)."""
         self.db.execute("attach database ? as other", [str(other)])
         try:
-            # The columns both stores have: a store of layout 0 has two more (created_at, updated_at).
             theirs = {row[1] for row in self.db.execute("pragma other.table_info(items)")}
-            columns = [name for name in self.db.table("items").columns_dict if name in theirs]
-            names = ", ".join(columns)
-            updates = ", ".join(f"{name} = excluded.{name}" for name in columns if name != "key")
             with transaction(self.db.conn):
+                values = self._absorbed_values(theirs)
+                names = ", ".join(values)
+                updates = ", ".join(f"{name} = excluded.{name}" for name in values if name != "key")
                 cursor = self.db.conn.execute(
-                    f"insert into items ({names}) select {names} from other.items where true "
+                    f"insert into items ({names}) select {', '.join(values.values())} "
+                    "from other.items as x where true "
                     f"on conflict(key) do update set {updates} "
                     f"where items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}'"
                 )
@@ -612,6 +730,33 @@ class CheckpointStore:
         finally:
             self.db.execute("detach database other")
         return taken
+
+    def _absorbed_values(self, theirs: set[str]) -> dict[str, str]:
+        """Each column of ours the attached store ``other`` has, as SQL over its items (``x``), in
+        this store's layout: its data files' ids become ours; a store of layout 0 or 1 (source
+        as "path:line" text, ISO times) is converted as its migration would. A store of layout 0
+        has two more columns (created_at, updated_at), not taken."""
+        values = {name: f"x.{name}" for name in self.db.table("items").columns_dict if name in theirs}
+        if "source_file" in theirs:
+            self.db.execute(
+                "insert or ignore into main.source_files (path) select path from other.source_files"
+            )
+            values["source_file"] = (
+                "(select s.id from main.source_files s join other.source_files o on o.path = s.path "
+                "where o.id = x.source_file)"
+            )
+        elif "source" in theirs:
+            path = source_sql("x.source", "path")
+            self.db.execute(
+                f"insert or ignore into main.source_files (path) select {path} from other.items as x "
+                "where x.source is not null group by 1"
+            )
+            values["source_file"] = f"(select id from main.source_files where path = {path})"
+            values["source_line"] = source_sql("x.source", "line")
+            for name in _TIME_COLUMNS:
+                if name in values:
+                    values[name] = _ISO_MS_SQL.format(f"x.{name}")
+        return values
 
     def _move_matching(self, where: str, change_for: Any, stamp: int) -> int:
         """Apply ``change_for(has_result)`` to every item matching ``where``, a page at a time,
@@ -653,17 +798,23 @@ class CheckpointStore:
             "returning items.key"
         ).fetchall()
         self.db.execute(
-            "update items set source = c.source from current_keys as c "
-            "where items.key = c.key and items.rowid in (select i.rowid from current_keys k "
-            "join items i on i.key = k.key where i.source is not k.source)"
+            "update items set source_file = c.source_file, source_line = c.source_line "
+            "from current_keys as c where items.key = c.key and items.rowid in (select i.rowid "
+            "from current_keys k join items i on i.key = k.key "
+            "where i.source_file is not k.source_file or i.source_line is not k.source_line)"
         )
         if renamed:
             detail = "the manifest names this item anew (its id or carried values changed)"
             self._insert_events([Change(key, RENAMED, {}, detail) for (key,) in renamed], now_ms())
 
-    def _insert_chunk(self, chunk: Sequence[Item]) -> int:
+    def _insert_chunk(
+        self, chunk: Sequence[Item], sources: dict[str | None, tuple[int | None, int | None]] | None = None
+    ) -> int:
+        """``sources``: ``_sources`` of the chunk's items when the caller has them already."""
         if not chunk:
             return 0
+        if sources is None:
+            sources = self._sources(item.source for item in chunk)
         rows = [
             [
                 item.key,
@@ -672,25 +823,41 @@ class CheckpointStore:
                 item.kind,
                 compact_json(item.request),
                 compact_json(item.carry),
-                item.source,
+                *sources[item.source],
             ]
             for item in chunk
         ]
         array = json_array(rows)
         if array is None:
             cursor = self.db.conn.executemany(
-                "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                "state, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                "insert or ignore into items (key, item_id, job, kind, request, carry, source_file, "
+                "source_line, state, attempts) values (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
                 [[*row, PENDING] for row in rows],
             )
         else:
             cursor = self.db.conn.execute(
-                "insert or ignore into items (key, item_id, job, kind, request, carry, source, "
-                f"state, attempts) select {json_columns(7)}, ?, 0 "
+                "insert or ignore into items (key, item_id, job, kind, request, carry, source_file, "
+                f"source_line, state, attempts) select {json_columns(8)}, ?, 0 "
                 "from json_each(?) as j order by j.key",
                 [PENDING, array],
             )
         return int(cursor.rowcount)
+
+    def _sources(self, sources: Iterable[str | None]) -> dict[str | None, tuple[int | None, int | None]]:
+        """Each distinct source text as (file id, line), the data files added to ``source_files``
+        when new; inside the caller's transaction. A chunk's items come from a file or two."""
+        split = {source: split_source(source) for source in set(sources)}
+        paths = sorted({path for path, _ in split.values() if path is not None})
+        self.db.conn.executemany(
+            "insert or ignore into source_files (path) values (?)", [[path] for path in paths]
+        )
+        ids = dict(
+            self.db.execute(
+                "select path, id from source_files where path in (select value from json_each(?))",
+                [json.dumps(paths)],
+            ).fetchall()
+        )
+        return {source: (ids.get(path), line) for source, (path, line) in split.items()}
 
     # -- state changes ----------------------------------------------------------------------
 
@@ -852,7 +1019,23 @@ class CheckpointStore:
         return row[0] if row else None
 
     def item(self, key: str) -> dict[str, Any]:
-        return _decoded(dict(self.db.table("items").get(key)))
+        """Every column of one item, as ``iter_items`` reads them; KeyError when there is none."""
+        cursor = self.db.conn.execute(f"select {self._selected(None)} from items where key = ?", [key])
+        names = [description[0] for description in cursor.description]
+        row = cursor.fetchone()
+        if row is None:
+            raise KeyError(key)
+        return _decoded(dict(zip(names, row, strict=True)))
+
+    def _selected(self, columns: Sequence[str] | None) -> str:
+        """SQL select list of an item's ``columns`` (all when None) as readers see them: in layout
+        2, ``source`` is rebuilt as "path:line" from the file's id and the line."""
+        if not self._compact_items:
+            return ", ".join(columns or ["*"])
+        return ", ".join(
+            f"{_SOURCE_SQL.format('items')} as source" if name == "source" else name
+            for name in columns or ITEM_COLUMNS
+        )
 
     def iter_items(
         self,
@@ -870,7 +1053,7 @@ class CheckpointStore:
         matching row, text and all, in memory up to the page cache's size (32 MB) and in
         temporary files beyond it: the export's memory then grew with the run (benchmarks/RESULTS.md,
         issue 19 target 2)."""
-        selected = ", ".join(columns or ["*"])
+        selected = self._selected(columns)
         job_clause, job_args = ("job = ? and ", [job]) if job else ("", [])
         if states:
             arm = f"select rowid as {_ORDER}, {selected} from items where {job_clause}state = ?"
@@ -1067,6 +1250,8 @@ def _column_value(name: str, value: Any) -> Any:
         return compact_json(value)
     if name == "cost_usd" and value is not None:
         return format(Decimal(value), "f")  # exact, in plain notation; never a float
+    if name in _TIME_COLUMNS:
+        return time_ms(value)
     return value
 
 

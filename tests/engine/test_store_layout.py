@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from engine_items import chat
 
-from relaybatch.engine import Change, CheckpointStore, IllegalTransition
+from relaybatch.engine import Change, CheckpointStore, IllegalTransition, export_results
 from relaybatch.engine.normalize import chat_result, result_tokens
-from relaybatch.engine.store import SCHEMA_VERSION
+from relaybatch.engine.store import SCHEMA_VERSION, join_source, source_sql, split_source
+from relaybatch.manifests import Item
 
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_layout0.sql"
 
@@ -169,3 +172,213 @@ def test_a_layout0_shard_store_is_absorbed_by_a_new_one(tmp_path: Path, store: C
     done = next(store.iter_items(states=["done"], columns=["result"]))
     assert done["result"]["tokens"]["input_tokens"] == 10
     assert store.run_name() == "chat-20000"
+
+
+# -- layout 1 to 2: each data file's path once, times as integer milliseconds ------------------
+
+FIXTURE_1 = Path(__file__).parent / "fixtures" / "checkpoint_layout1.sql"
+
+
+def layout1_store(folder: Path) -> Path:
+    path = folder / "run" / "checkpoint.sqlite"
+    path.parent.mkdir(parents=True)
+    connection = sqlite3.connect(path)
+    connection.executescript(FIXTURE_1.read_text(encoding="utf-8"))
+    connection.close()
+    return path
+
+
+def everything(store: CheckpointStore) -> tuple[list[dict], list[dict], dict]:
+    """What readers see of a store: every item (all columns), every event, one item by key."""
+    items = list(store.iter_items())
+    return items, list(store.iter_events()), store.item(items[-1]["key"])
+
+
+def exported(store: CheckpointStore, folder: Path) -> dict[str, list[dict]]:
+    return {path.name: pq.read_table(path).to_pylist() for path in export_results(store, folder)}
+
+
+def test_a_layout1_store_reads_the_same_before_and_after_its_migration(tmp_path: Path) -> None:
+    path = layout1_store(tmp_path)
+    with CheckpointStore.open_read_only(path) as old:  # a reader never migrates
+        items_before, events_before, one_before = everything(old)
+        results_before = exported(old, tmp_path / "before")
+    assert user_version(path) == 1 and "source" in columns(path, "items")
+    assert [item["source"] for item in items_before] == [
+        "/data/chat.jsonl:1",
+        "/data/chat.jsonl:2",
+        "/data/chat.jsonl:3",
+        "/data/chat.jsonl:4",
+        "/data/clips.csv:2",
+    ]
+    assert items_before[0]["finished_at"] == "2026-11-24T01:26:57.906+00:00"
+
+    with CheckpointStore(path) as store:  # opened for writing: migrated
+        times = [(item["submitted_at"], item["finished_at"]) for item in store.iter_items()]
+        assert times[0] == (None, 1795483617906)  # 2026-11-24T01:26:57.906+00:00 in milliseconds
+        assert times[4] == (1795483618001, None)
+        assert store.item(items_before[0]["key"])["source"] == "/data/chat.jsonl:1"
+
+    assert user_version(path) == SCHEMA_VERSION == 2
+    assert {"source_file", "source_line"} <= columns(path, "items") and "source" not in columns(path, "items")
+    connection = sqlite3.connect(path)
+    try:
+        files = connection.execute("select id, path from source_files order by id").fetchall()
+        stored = connection.execute(
+            "select source_file, source_line, typeof(finished_at) from items order by rowid"
+        ).fetchall()
+        indexes = {
+            row[0] for row in connection.execute("select name from sqlite_schema where type = 'index'")
+        }
+        free_pages = connection.execute("pragma freelist_count").fetchone()[0]  # the old table's: vacuumed
+    finally:
+        connection.close()
+    assert files == [(1, "/data/chat.jsonl"), (2, "/data/clips.csv")]
+    assert stored == [(1, 1, "integer"), (1, 2, "integer"), (1, 3, "null"), (1, 4, "integer"), (2, 2, "null")]
+    assert {"idx_items_state", "idx_items_job_state"} <= indexes and free_pages == 0
+
+    with CheckpointStore.open_read_only(path) as reader:
+        items_after, events_after, one_after = everything(reader)
+        results_after = exported(reader, tmp_path / "after")
+    for item in items_before:  # the times are the same moments, now as integer milliseconds
+        for name in ("submitted_at", "finished_at"):
+            if item[name] is not None:
+                item[name] = int(datetime.fromisoformat(item[name]).timestamp() * 1000)
+    one_before = next(item for item in items_before if item["key"] == one_before["key"])
+    assert (items_after, events_after, one_after) == (items_before, events_before, one_before)
+    assert results_after == results_before
+    assert results_before["chat-20000.parquet"][0]["finished_at"] == datetime(
+        2026, 11, 24, 1, 26, 57, 906000, UTC
+    )
+
+
+def test_a_migrated_layout1_store_plans_and_runs_on(tmp_path: Path) -> None:
+    """Planning compares an item's source with the manifest's; a moved data file is noted (the
+    items keep their state), and new items of a new file get its id."""
+    path = layout1_store(tmp_path)
+    with CheckpointStore(path) as store:
+        planned = {
+            item["key"]: item
+            for item in store.iter_items(
+                columns=["key", "item_id", "job", "kind", "request", "carry", "source"]
+            )
+        }
+        moved = [
+            Item.build(
+                item_id=item["item_id"],
+                job=item["job"],
+                kind=item["kind"],
+                request=item["request"],
+                carry=item["carry"],
+                source=item["source"].replace("/data/", "/elsewhere/"),
+            )
+            for item in planned.values()
+        ]
+        new = chat(7).model_copy(update={"source": "/data/more.jsonl:1"})
+        counts = store.plan_items([*moved, new])
+        assert (counts.added, counts.superseded) == (1, 0)
+        sources = {
+            item["key"]: item["source"] for item in store.iter_items(columns=["key", "source", "state"])
+        }
+        assert sources[new.key] == "/data/more.jsonl:1"
+        assert {sources[key] for key in planned} == {f"/elsewhere/chat.jsonl:{n}" for n in (1, 2, 3, 4)} | {
+            "/elsewhere/clips.csv:2"
+        }
+        assert store.count_by_state() == {"done": 2, "pending": 2, "failed": 1, "submitted": 1}
+        store.apply([Change(new.key, "sending", {"attempts": 1})])
+        store.apply([Change(new.key, "done", {"finished_at": "2026-11-24T05:00:00.250+00:00"})])
+        assert store.item(new.key)["finished_at"] == 1795496400250
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "/data/chat.jsonl:1",
+        "/data/chat.jsonl:0",
+        "C:/data/a:b.csv:12",
+        "notes.csv",
+        "notes.csv:",
+        "notes.csv:007",
+        "notes.csv:12a",
+        ":3",
+        "",
+        "a:99999999999999999999",
+        "a:123456789012345678",
+        "a:1234567890123456789",
+        "a:١٢",
+        "manifest.yaml:jobs[0]",
+    ],
+)
+def test_a_source_text_comes_back_exactly_from_python_and_from_sql(tmp_path: Path, source: str) -> None:
+    """New items are split in Python, old stores' text in SQL (migration, absorb): both agree, and
+    the reader's "path:line" is the text the item was planned with."""
+    path, line = split_source(source)
+    assert join_source(path, line) == source
+    connection = sqlite3.connect(":memory:")
+    try:
+        assert connection.execute(
+            f"select {source_sql('?1', 'path')}, {source_sql('?1', 'line')}", [source]
+        ).fetchone() == (path, line)
+    finally:
+        connection.close()
+
+
+def test_a_store_keeps_each_data_file_path_once(store: CheckpointStore) -> None:
+    items = [chat(n).model_copy(update={"source": f"/a/long/folder/chat.jsonl:{n + 1}"}) for n in range(5)]
+    items.append(chat(9).model_copy(update={"source": "inline"}))
+    store.add_items(items)
+    connection = sqlite3.connect(store.path)
+    try:
+        files = connection.execute("select path from source_files order by id").fetchall()
+        lines = connection.execute("select source_file, source_line from items order by rowid").fetchall()
+    finally:
+        connection.close()
+    assert files == [("/a/long/folder/chat.jsonl",), ("inline",)]
+    assert lines == [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (2, None)]
+    assert [row["source"] for row in store.iter_items(columns=["source"])] == [item.source for item in items]
+    assert store.item(items[2].key)["source"] == "/a/long/folder/chat.jsonl:3"
+
+
+def test_times_are_kept_as_milliseconds_and_text_that_is_not_a_time_as_it_is(
+    tmp_path: Path, store: CheckpointStore
+) -> None:
+    store.add_items([chat(1), chat(2), chat(3)])
+    store.apply([Change(chat(n).key, "sending") for n in (1, 2, 3)])
+    store.apply(
+        [
+            Change(chat(1).key, "done", {"finished_at": 1795483617906}),
+            Change(chat(2).key, "done", {"finished_at": "2026-11-24T01:26:57.906"}),  # naive: UTC
+            Change(chat(3).key, "done", {"finished_at": "yesterday"}),
+        ]
+    )
+    assert [row["finished_at"] for row in store.iter_items(columns=["finished_at"])] == [
+        1795483617906,
+        1795483617906,
+        "yesterday",
+    ]
+    [path] = export_results(store, tmp_path / "results")
+    moment = datetime(2026, 11, 24, 1, 26, 57, 906000, UTC)
+    assert pq.read_table(path).column("finished_at").to_pylist() == [moment, moment, None]
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+def test_a_shard_store_of_either_layout_is_absorbed_with_its_sources_and_times(
+    tmp_path: Path, store: CheckpointStore, layout: int
+) -> None:
+    store.add_items([chat(1).model_copy(update={"source": "/data/first.jsonl:1"})])  # file id 1 here
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    other = layout1_store(shard)
+    if layout == 2:
+        CheckpointStore(other).close()  # migrated: its files' ids are its own (chat.jsonl is 1)
+    with CheckpointStore.open_read_only(other) as reader:
+        theirs = {item["key"]: item for item in reader.iter_items()}
+
+    assert store.absorb(other) == 5
+    ours = {item["key"]: item for item in store.iter_items() if item["key"] in theirs}
+    assert {key: item["source"] for key, item in ours.items()} == {
+        key: item["source"] for key, item in theirs.items()
+    }
+    finished = {key: item["finished_at"] for key, item in ours.items() if item["finished_at"] is not None}
+    assert sorted(finished.values()) == [1795483617906, 1795483617916, 1795483618123]
+    assert store.item(chat(1).key)["source"] == "/data/first.jsonl:1"
