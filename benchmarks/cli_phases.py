@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+GROWTH_LINES = 25  # lines of source per phase in a --growth file
 PHASES = [
     "start-up",
     "imports",
@@ -83,6 +84,9 @@ class Clock:
         self.sqlite = _sqlite_counters()
         self.stack = ["start-up"]
         self.mark = time.process_time()
+        # --growth: what each phase left allocated, from tracemalloc snapshots at its ends
+        self.growth = os.environ.get("RELAYBATCH_PHASES_GROWTH")
+        self.snapshots: list[tracemalloc.Snapshot] = []
 
     def switch(self, phase: str | None) -> None:
         now = time.process_time()
@@ -118,9 +122,25 @@ class Clock:
         if phase != "imports" and self.stack == ["start-up"]:
             self.stack = ["other"]  # the first step began: start-up is over
         self.switch(phase)
+        if self.growth is not None and phase != "imports":
+            self.snapshots.append(tracemalloc.take_snapshot())
 
     def leave(self) -> None:
+        phase = self.stack[-1]
         self.switch(None)
+        if self.growth is not None and phase != "imports":
+            self._write_growth(phase, self.snapshots.pop())
+
+    def _write_growth(self, phase: str, before: tracemalloc.Snapshot) -> None:
+        """What Python still holds at the phase's end that it did not at its start, by line."""
+        ignored = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
+        after = tracemalloc.take_snapshot().filter_traces(ignored)
+        differences = after.compare_to(before.filter_traces(ignored), "lineno")
+        grown = sum(difference.size_diff for difference in differences) / 1e6
+        lines = [f"== {phase}: Python's allocations grew {grown:+.1f} MB; the largest lines:"]
+        lines += [str(difference) for difference in differences[:GROWTH_LINES]]
+        with open(self.growth, "a") as out:
+            out.write("\n".join(lines) + "\n\n")
 
 
 def _peak_kb() -> int:
@@ -200,6 +220,8 @@ def child(result_path: Path, arguments: list[str]) -> None:
     import importlib._bootstrap as bootstrap
 
     clock = Clock()
+    if clock.growth is not None:
+        clock.growth = f"{clock.growth}.{result_path.stem}"
     pending = {}
     for module, attribute, phase in WRAPPED:
         pending.setdefault(module, []).append((attribute, phase))
@@ -223,7 +245,7 @@ def child(result_path: Path, arguments: list[str]) -> None:
         return module
 
     bootstrap._find_and_load = find_and_load  # type: ignore[attr-defined]
-    if os.environ.get("RELAYBATCH_PHASES_TRACEMALLOC"):
+    if os.environ.get("RELAYBATCH_PHASES_TRACEMALLOC") or os.environ.get("RELAYBATCH_PHASES_GROWTH"):
         tracemalloc.start()
     _override_constants(os.environ.get("RELAYBATCH_PHASES_SET", ""))
     _start_sampler(clock)
@@ -355,6 +377,11 @@ def main() -> None:
     parser.add_argument("--profile", help="Also write a cProfile file (CPU clock) per run: PATH.<run>")
     parser.add_argument("--tracemalloc", action="store_true", help="Python's own peak per phase (slow)")
     parser.add_argument(
+        "--growth",
+        help="Also write what Python allocations each phase left behind, by source line (tracemalloc "
+        "snapshots at each phase's ends; slow): PATH.<run>",
+    )
+    parser.add_argument(
         "--set",
         default="",
         help="Try other values: module.NAME=integer,... e.g. relaybatch.engine.store.CACHE_KIB=4000",
@@ -366,6 +393,8 @@ def main() -> None:
         os.environ["RELAYBATCH_PHASES_TRACEMALLOC"] = "1"
     if args.set:
         os.environ["RELAYBATCH_PHASES_SET"] = args.set
+    if args.growth:
+        os.environ["RELAYBATCH_PHASES_GROWTH"] = args.growth
     runs = [run for run in RUNS if run in args.runs.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-phases-") as folder:
         report(measure(args.items, Path(folder), runs))

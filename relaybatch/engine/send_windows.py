@@ -37,7 +37,9 @@ the run catches up as the window frees (a count per second could never send more
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
+from collections.abc import Iterator
 
 WINDOW_SECONDS = 60.0
 # Arrivals may be this much later than their sends relative to each other (network and event-loop
@@ -47,11 +49,46 @@ JITTER_MARGIN_SECONDS = 0.5
 # on time, so lateness is not lost for good: measured on a loaded 2-core machine, wakes 1-10 ms
 # late twice a second cost 0.5-1 % of the limit. Later than this it counts as sent when it went.
 CATCH_UP_SECONDS = 0.1
+# The per-second rule's send times kept while no larger burst is configured (a limit may be learnt
+# at any time, and a burst of up to this many then counts what went before).
+SECOND_KEPT = 64
 
 
 def burst_size(burst: float | None = None) -> int:
     """Sends allowed together: the configured burst, else one."""
     return 1 if burst is None else max(1, math.floor(burst))
+
+
+class SendTimes:
+    """Send times, oldest first, as a queue of C doubles: 8 bytes a send where a deque of floats
+    takes about 32. The minute window holds every send of the last ``60 + margin`` seconds: at
+    2,400 requests/s that is 145,000 sends, 1.2 MB here against 4.6 MB as Python floats."""
+
+    def __init__(self) -> None:
+        self._times = array("d")
+        self._first = 0  # times before this index have left
+
+    def __len__(self) -> int:
+        return len(self._times) - self._first
+
+    def __getitem__(self, index: int) -> float:
+        return self._times[self._first + index]
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._times[self._first :])
+
+    def append(self, at: float) -> None:
+        self._times.append(at)
+
+    def leave_until(self, horizon: float) -> None:
+        """Times at or before ``horizon`` leave."""
+        times, first = self._times, self._first
+        while first < len(times) and times[first] <= horizon:
+            first += 1
+        if first > 4096 and first * 2 > len(times):  # the left part is most of it: drop it, amortised
+            del times[:first]
+            first = 0
+        self._first = first
 
 
 class SendWindows:
@@ -64,10 +101,12 @@ class SendWindows:
     def __init__(self, margin: float = JITTER_MARGIN_SECONDS) -> None:
         self.margin = margin
         self.span = WINDOW_SECONDS + margin
-        self._minute: deque[float] = deque()  # every send in the trailing span, oldest first
+        self._minute = SendTimes()  # every send in the trailing span, oldest first
         # The last sends for the per-second rule, each at the time the rule let it go: a send that
-        # went late (a busy event loop) does not push every later one back by as much.
+        # went late (a busy event loop) does not push every later one back by as much. Bounded
+        # whether a limit is known or not: the last SECOND_KEPT, or the largest burst counted with.
         self._second: deque[float] = deque()
+        self._second_keep = SECOND_KEPT
         # The per-second rule as a token bucket, once bursts of this size are known to pass.
         self._bucket_size: int | None = None
         self._tokens = 0.0
@@ -79,8 +118,11 @@ class SendWindows:
         a busy event loop's lateness is made up, not lost. A send nothing held (``due`` -inf, an
         idle run's next request) counts as sent when it went: no saving up."""
         self._minute.append(at)
+        self._minute.leave_until(at - self.span)  # kept bounded even while no limit is known
         on_schedule = at if due == -math.inf else min(at, max(due, at - catch_up))
         self._second.append(max(on_schedule, self._second[-1]) if self._second else on_schedule)
+        while len(self._second) > self._second_keep:
+            self._second.popleft()
         self._tokens -= 1.0  # refilled up to ``at`` by the question that let this send go
 
     def allow_bursts(self, size: int, now: float) -> None:
@@ -91,10 +133,12 @@ class SendWindows:
 
     def count(self, now: float) -> int:
         """Sends in the trailing ``60 + margin`` seconds."""
-        horizon = now - self.span
-        while self._minute and self._minute[0] <= horizon:
-            self._minute.popleft()
+        self._minute.leave_until(now - self.span)
         return len(self._minute)
+
+    def held(self) -> int:
+        """Send times kept (memory): those of the trailing span and the per-second rule's last."""
+        return len(self._minute) + len(self._second)
 
     def densest(self, seconds: float) -> int:
         """The most sends inside any ``seconds`` of the trailing window."""
@@ -124,6 +168,7 @@ class SendWindows:
                 return self._tokens_at if self._tokens_at > now else -math.inf
             return self._tokens_at + (1.0 - self._tokens) / per_second
         size = burst_size(burst)
+        self._second_keep = max(self._second_keep, size)
         while len(self._second) > size:
             self._second.popleft()
         if len(self._second) < size:
@@ -154,5 +199,6 @@ class SendWindows:
             self._tokens, self._tokens_at = 1.0, start
             return
         size = burst_size(burst)
+        self._second_keep = max(self._second_keep, size)
         step = 1.0 / per_second
         self._second = deque(start - (size - index) * step for index in range(size))

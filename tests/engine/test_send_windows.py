@@ -115,7 +115,7 @@ def test_bursts_known_to_pass_let_sends_held_back_by_the_minute_catch_up() -> No
 
 def test_the_densest_second_of_the_minute() -> None:
     windows = SendWindows()
-    for at in [0.0, 0.1, 0.2, 1.5, 1.6, 1.7, 1.8, 2.4, 70.0]:
+    for at in [0.0, 0.1, 0.2, 1.5, 1.6, 1.7, 1.8, 2.4, 60.0]:  # all within the trailing 60.5 s
         windows.record(at)
     assert windows.densest(1.0) == 5  # 1.5 .. 2.4
     windows.count(70.0)  # the first eight have left the window
@@ -203,3 +203,19 @@ async def test_an_earlier_runs_requests_in_the_window_cost_no_429_when_the_remai
 
     assert outcome.refused == 0
     assert outcome.admitted_within(120.0) > rpm  # and the run goes on as the window frees
+
+
+def test_memory_follows_the_window_not_the_run_whether_a_limit_is_known_or_not() -> None:
+    """Before, with no limit known nothing ever left: a 1,000,000-item run kept every send time
+    (about 40 MB, issue 19 target 2)."""
+    unknown, known = SendWindows(), SendWindows()
+    for index in range(300_000):  # 100 sends a second for 50 minutes
+        at = index * 0.01
+        unknown.record(at)
+        known.record(known.next_send_at(at, 12_000, 200.0))
+
+    in_the_span = 6_050  # 60.5 s at 100 a second
+    assert unknown.held() <= in_the_span + 64 and known.held() <= in_the_span + 64
+    assert unknown.count(3000.0) == 6_049  # sent after 2,939.5: 2,939.51 .. 2,999.99
+    # what is kept answers as the whole history would: the 50th oldest of them has to leave
+    assert unknown.minute_due(3000.0, 6_000) == pytest.approx(2939.51 + 0.49 + 60.5)
