@@ -477,8 +477,9 @@ class CostStore:
         unknown = set(columns) - {"id", *_COLUMN_NAMES}
         if unknown:
             raise ValueError(f"no such ledger columns: {sorted(unknown)}")
-        sql = f"select {', '.join(columns)} from charges where charged_at >= ?"
-        for values in self.db.conn.execute(sql, [since]):
+        # No ``where`` for all: the view makes each row's ISO time only for a query that reads it.
+        sql = f"select {', '.join(columns)} from charges" + (" where charged_at >= ?" if since else "")
+        for values in self.db.conn.execute(sql, [since] if since else []):
             yield dict(zip(columns, values, strict=True))
 
     def spent(self) -> tuple[Decimal, dict[str, Decimal]]:

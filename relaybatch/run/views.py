@@ -139,10 +139,10 @@ def run_money(run_dir: Path) -> RunMoney:
     """The money of the run at ``run_dir`` (a run's folder; its shard folders are read too): every
     cost store opened read-only, so it can follow a running execution. No cost store yet: nothing
     spent yet."""
-    from relaybatch.costs.report import run_spend_figures, store_folders
+    from relaybatch.costs.report import JOB_COLUMNS, run_spend_figures, store_folders
     from relaybatch.costs.run_budgets import run_budgets
 
-    spend = run_spend_figures(run_dir, export=False)
+    spend = run_spend_figures(run_dir, export=False, columns=JOB_COLUMNS)
     return RunMoney(spend, run_budgets(run_dir), len(store_folders(run_dir)) - 1)
 
 

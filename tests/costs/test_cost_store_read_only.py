@@ -14,7 +14,7 @@ from test_costs_store_layout import layout0_store, old_rows, raw, reservation, t
 
 from relaybatch.costs import CostStore
 from relaybatch.costs.ledger import SCHEMA_VERSION, budget_amount
-from relaybatch.costs.report import REPORT_COLUMNS, run_spend_figures
+from relaybatch.costs.report import JOB_COLUMNS, REPORT_COLUMNS, run_spend_figures
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -152,3 +152,27 @@ def test_it_reads_what_a_writer_committed_while_the_writer_holds_the_store_open(
         assert len(list(writer.records())) == 2
     finally:
         writer.close()
+
+
+def test_reading_only_the_job_columns_gives_the_reports_figures(tmp_path: Path) -> None:
+    """`relaybatch status` reads fewer columns than `relaybatch report`: the same money per job."""
+    filled(tmp_path)
+    full = run_spend_figures(tmp_path, export=False)
+    narrow = run_spend_figures(tmp_path, export=False, columns=JOB_COLUMNS)
+
+    assert narrow.by("job") == full.by("job")
+    figures = (
+        "known_usd",
+        "unknown_usd",
+        "in_flight",
+        "in_flight_usd",
+        "outcome_unknown_usd",
+        "unknown_outcomes",
+    )
+    assert [getattr(narrow, name) for name in figures] == [getattr(full, name) for name in figures]
+    assert (full.in_flight, full.in_flight_usd, full.outcome_unknown_usd) == (
+        1,
+        Decimal("0.25"),
+        Decimal("0.40"),
+    )
+    assert narrow.per_minute == {} and full.per_minute  # no time read, no spend over time
