@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 RUN_SCOPE = "run"
+# A shard's share times its split gives the whole back to within this (10 / 3 * 3 = 9.999...9).
+_WHOLE_QUANTUM = Decimal("1e-12")
+
+
+def whole_of_share(share: Decimal, split: int) -> Decimal:
+    """The run's budget from one shard's 1/``split`` share of it, as the user gave it."""
+    return (share * split).quantize(_WHOLE_QUANTUM).normalize()
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class Refusal:
         """The budget as the user gave it: a shard's limit is named as its share of the run's."""
         if self.split == 1:
             return f"{self.scope} budget of {self.limit} USD"
-        whole = (self.limit * self.split).normalize()
+        whole = whole_of_share(self.limit, self.split)
         return f"{self.scope} budget (this shard's 1/{self.split} share of {whole} USD: {self.limit} USD)"
 
     @property

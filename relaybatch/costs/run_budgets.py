@@ -17,14 +17,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.budget import Budgets
+from relaybatch.costs.budget import Budgets, whole_of_share
 from relaybatch.costs.ledger import CostStore
 from relaybatch.costs.report import CHECKPOINT_NAME, COST_STORE_NAME, SHARDS_NAME, store_folders
 
 RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
 _SHARD_FOLDER = re.compile(r"\d+-of-(\d+)")
-# A share times its split gives the whole back to within this (10 / 3 * 3 = 9.999...9).
-_WHOLE_QUANTUM = Decimal("1e-12")
 
 
 def budget_settings(budgets: Budgets, shards: int = 1) -> dict[str, Any]:
@@ -57,8 +55,8 @@ def whole_budgets(saved: Mapping[str, Any], shards: int) -> Budgets:
         return enforced_budgets(recorded)
     share = enforced_budgets(saved)
     return Budgets(
-        run_usd=None if share.run_usd is None else _times(share.run_usd, shards),
-        job_usd={job: _times(usd, shards) for job, usd in (share.job_usd or {}).items()} or None,
+        run_usd=None if share.run_usd is None else whole_of_share(share.run_usd, shards),
+        job_usd={job: whole_of_share(usd, shards) for job, usd in (share.job_usd or {}).items()} or None,
     )
 
 
@@ -172,10 +170,6 @@ def budget_uses(
         for job, usd in sorted((run_budget.job_usd or {}).items()):
             uses.append(BudgetUse(run, job, spent.get(job, Decimal(0)), usd))
     return uses
-
-
-def _times(share: Decimal, shards: int) -> Decimal:
-    return (share * shards).quantize(_WHOLE_QUANTUM).normalize()
 
 
 def shard_split(store_dir: Path) -> int:

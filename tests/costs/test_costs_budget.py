@@ -35,6 +35,15 @@ def test_a_shards_refusal_names_its_share_of_the_runs_budget() -> None:
     assert "run budget (this shard's 1/2 share of 0.3 USD: 0.15 USD) reached" in refusal.message("job/2")
 
 
+def test_a_share_that_does_not_divide_evenly_names_the_runs_budget_as_given() -> None:
+    # 0.0004 / 3 is rounded to the context's 28 digits: times 3 it is 0.0003999...9, not the budget.
+    budget = Budget(run_limit=D("0.0004") / 3, split=3)
+    budget.settle("a", "job", D("0.0001"))
+    refusal = budget.reserve("b", "job", D("0.0001"))
+    assert refusal is not None
+    assert "(this shard's 1/3 share of 0.0004 USD: 0.0001333" in refusal.message("job/2")
+
+
 def test_settle_replaces_the_reservation_with_the_actual_charge() -> None:
     budget = Budget(run_limit=D("1.00"))
     budget.reserve("a", "job", D("0.60"))
