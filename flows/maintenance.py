@@ -16,10 +16,10 @@ from relaybatch.run import Shard, SpendLine, spend_lines, total_spend
 
 @flow(name="export-run", persist_result=False)
 async def export_run(run_name: str, runs_dir: Path | None = None, shard: str | None = None) -> list[Path]:
-    """Rebuild a run's results Parquet files from its checkpoint store."""
+    """Rebuild a run's results Parquet files and cost ledger from its stores (every file)."""
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()
-    results = export_outputs(paths)
+    results = export_outputs(paths, rebuild=True)
     await acreate_markdown_artifact(
         # Paths as text: a browser does not open file:// links from the UI's web page.
         "\n".join(f"- `{path.resolve()}`" for path in results) or "no results",

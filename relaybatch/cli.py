@@ -510,14 +510,17 @@ def resolve(
 @app.command()
 @reports_user_errors
 def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
-    """Rebuild a run's results Parquet files (one per job) from its checkpoint store.
+    """Rebuild a run's results Parquet files (one per job) and its cost ledger from its stores.
 
-    Refused while the run executes or merges (it exports its results itself when it ends)."""
-    from relaybatch.run import export_run_results
+    Every file is written again, also one edited in place. Refused while the run executes or
+    merges (it exports its results itself when it ends)."""
+    from relaybatch.run import rebuild_run_exports
 
     paths = _existing_run(run_name, runs_dir)
-    for path in export_run_results(paths):  # holds the run's lock (run/locking.py)
+    for path in rebuild_run_exports(paths):  # holds the run's lock (run/locking.py)
         console.print(f"results: {path}")
+    if paths.ledger.exists():
+        console.print(f"cost ledger: {paths.ledger}")
 
 
 @app.command()

@@ -24,6 +24,7 @@ from relaybatch.run import (
     export_run_results,
     merge_shard_results,
     plan_run,
+    rebuild_run_exports,
 )
 from relaybatch.shared_limit import SharedLimit
 
@@ -53,9 +54,10 @@ async def execute_items(
 
 
 @task(name="export", persist_result=False, cache_policy=NO_CACHE, retries=0)
-def export_outputs(paths: RunPaths) -> list[Path]:
-    """Rebuild the results Parquet files from the checkpoint store."""
-    return export_run_results(paths)
+def export_outputs(paths: RunPaths, rebuild: bool = False) -> list[Path]:
+    """The results Parquet files from the checkpoint store (``rebuild``: and the cost ledger, every
+    file written again, also one edited in place; else a file of the store as it is is kept)."""
+    return rebuild_run_exports(paths) if rebuild else export_run_results(paths)
 
 
 @task(name="merge-shards", persist_result=False, cache_policy=NO_CACHE, retries=0)

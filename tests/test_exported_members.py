@@ -190,6 +190,7 @@ EXPORTED: dict[str, list[str]] = {
         "merge_shard_results",
         "open_run",
         "plan_run",
+        "rebuild_run_exports",
         "refused_before_sending",
         "result_of",
         "run_limiter",

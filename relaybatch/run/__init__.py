@@ -19,6 +19,7 @@ from relaybatch.run.execution import (
     current_limit_rpm,
     execute_run,
     export_run_results,
+    rebuild_run_exports,
     run_locally,
 )
 from relaybatch.run.locking import RunBusy, executing, holder_of
@@ -61,6 +62,7 @@ __all__ = [
     "merge_shard_results",
     "open_run",
     "plan_run",
+    "rebuild_run_exports",
     "refused_before_sending",
     "result_of",
     "run_limiter",

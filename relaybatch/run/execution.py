@@ -139,9 +139,29 @@ async def execute_run(
 
 
 def export_run_results(paths: RunPaths) -> list[Path]:
-    """Rebuild the results Parquet files from the checkpoint store."""
+    """The results Parquet files from the checkpoint store; a job's file already exported from
+    the store as it is now is kept (export_marks.py)."""
     with exporting(paths), CheckpointStore(paths.checkpoint) as store:
         return export_results(store, paths.results)
+
+
+def rebuild_run_exports(paths: RunPaths) -> list[Path]:
+    """Every export of the store at ``paths`` written again, the results Parquet files and the cost
+    ledger, trusting no file's mark: what `relaybatch export` does for a user whose files were
+    deleted, edited or copied over (a no-op run keeps a file whose footer carries the store's mark,
+    and an edit in place can keep that footer)."""
+    from relaybatch.costs import CostStore, write_ledger
+    from relaybatch.export_marks import rewriting
+
+    with exporting(paths), rewriting():
+        results = export_run_results(paths)
+        if paths.cost_store.exists():
+            costs = CostStore(paths.cost_store)
+            try:
+                write_ledger(costs, paths.ledger)
+            finally:
+                costs.close()
+    return results
 
 
 async def run_locally(
