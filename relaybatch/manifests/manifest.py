@@ -167,19 +167,29 @@ class Manifest:
         for repeat in same_request:
             first = self._where(repeat.first)
             message = (
-                f"item '{repeat.label}' duplicates the item at {first} (same job and request); remove one"
+                f"{self._job_of(repeat.where)}item '{repeat.label}' duplicates the item at {first} "
+                "(same job and request); remove one"
             )
             problems.append(Problem(self.jobs[repeat.where.job].file, repeat.where.line, None, message))
         whole = {repeat.where for repeat in same_request}
         for repeat in same_id:
             if repeat.where not in whole:
                 first = self._where(repeat.first)
-                message = f"item id '{repeat.label}' is already used at {first}; ids are unique per job"
+                message = (
+                    f"{self._job_of(repeat.where)}item id '{repeat.label}' is already used at {first}; "
+                    "ids are unique per job"
+                )
                 problems.append(Problem(self.jobs[repeat.where.job].file, repeat.where.line, "id", message))
         return problems
 
     def _where(self, where: Where) -> str:
         return f"{self.jobs[where.job].file}:{where.line}"
+
+    def _job_of(self, where: Where) -> str:
+        """ "job 'b': " when other jobs read the same file (their repeats name the same lines)."""
+        file = self.jobs[where.job].file
+        shared = sum(job.file == file for job in self.jobs) > 1
+        return f"job '{self.jobs[where.job].name}': " if shared else ""
 
 
 async def check_routes(validation: Validation, client: Any, max_problems: int = MAX_PROBLEMS) -> None:

@@ -95,6 +95,18 @@ def test_a_repeated_item_id_in_one_job_is_reported(write, tmp_path: Path) -> Non
     ]
 
 
+def test_repeats_in_a_file_two_jobs_read_name_each_job(write, tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("id,q\n1,alpha\n1,beta\n")
+    job = "kind: chat, model: relay-chat-small, data: d.csv, prompt: '{q}'"
+    manifest = write("m.yaml", f"jobs:\n  - {{name: a, {job}}}\n  - {{name: b, {job}}}\n")
+    problems = open_manifest(manifest).validate().problems
+    assert [str(p) for p in problems] == [
+        f"{data}:3: id: job 'a': item id '1' is already used at {data}:2; ids are unique per job",
+        f"{data}:3: id: job 'b': item id '1' is already used at {data}:2; ids are unique per job",
+    ]
+
+
 def test_duplicates_are_found_across_batches_and_on_one_yaml_line(
     write, monkeypatch: pytest.MonkeyPatch
 ) -> None:
