@@ -186,7 +186,7 @@ class Manifest:
         return f"{self.jobs[where.job].file}:{where.line}"
 
     def _job_of(self, where: Where) -> str:
-        """ "job 'b': " when other jobs read the same file (their repeats name the same lines)."""
+        """The prefix "job 'b': " when other jobs read the same file (their repeats name the same lines)."""
         file = self.jobs[where.job].file
         shared = sum(job.file == file for job in self.jobs) > 1
         return f"job '{self.jobs[where.job].name}': " if shared else ""
