@@ -420,8 +420,8 @@ class CheckpointStore:
                 self.db.table("runs").add_column(column, str)
         self.db.execute(_ITEMS_DDL.format(name="items"))
         self.db.execute(_SOURCE_FILES_DDL)
-        self.db.table("items").create_index(["state"], if_not_exists=True)
-        self.db.table("items").create_index(["job", "state"], if_not_exists=True)
+        for statement in _ITEM_INDEXES:
+            self.db.execute(statement)
         self.db.table("price_snapshots").create(
             {"id": int, "model": str, "provider": str, "pricing": str, "fetched_at": str},
             pk="id",
