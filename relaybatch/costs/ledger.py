@@ -12,7 +12,8 @@ the integer N; ``charged_at`` as integer microseconds; run, job, model and price
 ``texts``; ``known_usd`` null when it is ``usd``), calls in flight in the narrow ``reservations``
 (a row moves to ``charge_rows`` when it settles, so no wide row is ever rewritten), and the view
 ``charges`` shows both with the ledger's columns exactly as before. ``PRAGMA user_version`` is the layout: 0
-for stores made before it (one ``charges`` table), migrated when opened.
+for stores made before it (one ``charges`` table), migrated when opened for writing; a reader beside a
+running execution opens it read-only (``CostStore.open_read_only``) and reads any layout as it is.
 """
 
 from __future__ import annotations
