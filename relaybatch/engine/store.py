@@ -124,19 +124,20 @@ SCAN_CACHE_KIB = 2_000
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
 ADD_CHUNK_ROWS = 5000
 # Columns read for an item about to be sent or polled (not the result, which can be large).
-WORK_COLUMNS = "rowid, key, item_id, job, kind, request, state, attempts, remote_id"
+WORK_COLUMNS = ("rowid", "key", "item_id", "job", "kind", "request", "state", "attempts", "remote_id")
 # The column that orders ``iter_items``'s merged streams (a name no item column has).
 _ORDER = "rowid_order_"
 # The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
 _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 # The store's layout (PRAGMA user_version); 0 is the layout before versions (see the docstring).
-SCHEMA_VERSION = 2
-# Items as layout 2 keeps them. ``source`` (the data file and line an item came from, for messages)
-# is the file's id in ``source_files`` and the line; submitted/finished times are integer
-# milliseconds since the epoch. Readers still see ``source`` as "path:line" (``_SOURCE_SQL``).
+SCHEMA_VERSION = 3
+# Items as layouts 2 and 3 keep them. ``source`` (the data file and line an item came from, for
+# messages) is the file's id in ``source_files`` and the line (layout 2); submitted/finished times
+# are integer milliseconds since the epoch (layout 2); ``job`` is the job's id in ``jobs`` (layout
+# 3). Readers still see ``source`` as "path:line" and ``job`` as its name (``_column_sql``).
 _ITEMS_DDL = (
     "create table if not exists {name} (key text primary key, item_id text not null, "
-    "job text not null, kind text not null, request text not null, carry text, "
+    "job integer not null, kind text not null, request text not null, carry text, "
     "source_file integer, source_line integer, state text not null, attempts integer default 0, "
     "remote_id text, last_error text, result text, not_before real, submitted_at integer, "
     "finished_at integer, latency_ms real, limiter_wait_ms real, cost_usd text, cost_detail text, "
@@ -149,6 +150,9 @@ _ITEM_INDEXES = (
 _SOURCE_FILES_DDL = (
     "create table if not exists source_files (id integer primary key, path text not null unique)"
 )
+_JOBS_DDL = "create table if not exists jobs (id integer primary key, name text not null unique)"
+# Layout 3's job as its name.
+_JOB_SQL = "(select name from jobs where id = {0}.job)"
 # An item as every reader sees it, whatever the layout (``source`` is read through _SOURCE_SQL).
 ITEM_COLUMNS = (
     "key",
@@ -301,8 +305,11 @@ class CheckpointStore:
             connection.execute("PRAGMA busy_timeout=10000")
             self.db = sqlite_utils.Database(connection)
             self._events_by_rowid = "item" in self.db.table("events").columns_dict
-            # Layout 2's items (source file ids, times in milliseconds); older ones read as they are.
-            self._compact_items = "source_file" in self.db.table("items").columns_dict
+            # Layout 2's items (source file ids, times in milliseconds) and layout 3's (job ids);
+            # older ones read as they are.
+            item_columns = self.db.table("items").columns_dict
+            self._compact_items = "source_file" in item_columns
+            self._job_ids = item_columns.get("job") is int
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -319,6 +326,7 @@ class CheckpointStore:
         self._create_tables()
         self._events_by_rowid = True
         self._compact_items = True
+        self._job_ids = True
 
     def _create_tables(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -354,30 +362,40 @@ class CheckpointStore:
             pass
 
     def _rebuild_items(self) -> None:
-        """Layouts 0 and 1 to 2, in one copy of the table (rowids kept: events refer to them):
-        ``source`` "path:line" becomes a ``source_files`` id and the line; submitted/finished ISO
-        times become integer milliseconds; layout 0's ``created_at``/``updated_at`` are not copied
-        (no reader used them; an item's times are its events')."""
-        present = set(self.db.table("items").columns_dict)
-        if "source_file" in present:
-            return
-        self.db.execute(
-            f"insert or ignore into source_files (path) select {source_sql('source', 'path')} "
-            "from items where source is not null group by 1 order by min(rowid)"
-        )
-        values = {name: name if name in present else "null" for name in ITEM_COLUMNS}
-        for name in _TIME_COLUMNS:
-            values[name] = _ISO_MS_SQL.format(name) if name in present else "null"
+        """Layouts 0, 1 and 2 to 3, in one copy of the table (rowids kept: events refer to them):
+        ``job`` becomes the job's id in ``jobs``; from layouts 0 and 1 also ``source`` "path:line"
+        becomes a ``source_files`` id and the line, and submitted/finished ISO times integer
+        milliseconds; layout 0's ``created_at``/``updated_at`` are not copied (no reader used them;
+        an item's times are its events')."""
+        columns = self.db.table("items").columns_dict
+        if columns.get("job") is int:
+            return  # another process migrated it first
+        values = {name: f"items.{name}" if name in columns else "null" for name in ITEM_COLUMNS}
         del values["source"]
-        values["source_file"] = f"(select id from source_files where path = {source_sql('source', 'path')})"
-        values["source_line"] = source_sql("source", "line")
-        self.db.execute(_ITEMS_DDL.format(name="items_layout2"))
+        if "source_file" in columns:  # layout 2
+            values["source_file"], values["source_line"] = "items.source_file", "items.source_line"
+        else:
+            path = source_sql("items.source", "path")
+            self.db.execute(
+                f"insert or ignore into source_files (path) select {path} from items "
+                "where items.source is not null group by 1 order by min(rowid)"
+            )
+            values["source_file"] = f"(select id from source_files where path = {path})"
+            values["source_line"] = source_sql("items.source", "line")
+            for name in _TIME_COLUMNS:
+                if name in columns:
+                    values[name] = _ISO_MS_SQL.format(f"items.{name}")
         self.db.execute(
-            f"insert into items_layout2 (rowid, {', '.join(values)}) "
+            "insert or ignore into jobs (name) select job from items group by job order by min(rowid)"
+        )
+        values["job"] = "(select id from jobs where name = items.job)"
+        self.db.execute(_ITEMS_DDL.format(name="items_next"))
+        self.db.execute(
+            f"insert into items_next (rowid, {', '.join(values)}) "
             f"select rowid, {', '.join(values.values())} from items order by rowid"
         )
         self.db.execute("drop table items")
-        self.db.execute("alter table items_layout2 rename to items")
+        self.db.execute("alter table items_next rename to items")
         for statement in _ITEM_INDEXES:
             self.db.execute(statement)
 
@@ -420,6 +438,7 @@ class CheckpointStore:
                 self.db.table("runs").add_column(column, str)
         self.db.execute(_ITEMS_DDL.format(name="items"))
         self.db.execute(_SOURCE_FILES_DDL)
+        self.db.execute(_JOBS_DDL)
         for statement in _ITEM_INDEXES:
             self.db.execute(statement)
         self.db.table("price_snapshots").create(
@@ -694,7 +713,9 @@ class CheckpointStore:
         further (anything but pending). Events stay in the other store (reports read both)."""
         self.db.execute("attach database ? as other", [str(other)])
         try:
-            theirs = {row[1] for row in self.db.execute("pragma other.table_info(items)")}
+            theirs = {
+                row[1]: str(row[2]).lower() for row in self.db.execute("pragma other.table_info(items)")
+            }
             with transaction(self.db.conn):
                 values = self._absorbed_values(theirs)
                 names = ", ".join(values)
@@ -731,12 +752,22 @@ class CheckpointStore:
             self.db.execute("detach database other")
         return taken
 
-    def _absorbed_values(self, theirs: set[str]) -> dict[str, str]:
+    def _absorbed_values(self, theirs: dict[str, str]) -> dict[str, str]:
         """Each column of ours the attached store ``other`` has, as SQL over its items (``x``), in
         this store's layout: its data files' ids become ours; a store of layout 0 or 1 (source
         as "path:line" text, ISO times) is converted as its migration would. A store of layout 0
-        has two more columns (created_at, updated_at), not taken."""
+        has two more columns (created_at, updated_at), not taken. ``theirs``: its columns' types."""
         values = {name: f"x.{name}" for name in self.db.table("items").columns_dict if name in theirs}
+        if theirs.get("job") == "integer":  # layout 3: its jobs' ids become ours
+            self.db.execute("insert or ignore into main.jobs (name) select name from other.jobs order by id")
+            values["job"] = (
+                "(select m.id from main.jobs m join other.jobs o on o.name = m.name where o.id = x.job)"
+            )
+        else:
+            self.db.execute(
+                "insert or ignore into main.jobs (name) select x.job from other.items as x group by 1"
+            )
+            values["job"] = "(select id from main.jobs where name = x.job)"
         if "source_file" in theirs:
             self.db.execute(
                 "insert or ignore into main.source_files (path) select path from other.source_files"
@@ -815,11 +846,12 @@ class CheckpointStore:
             return 0
         if sources is None:
             sources = self._sources(item.source for item in chunk)
+        jobs = self._named_ids("jobs", "name", {item.job for item in chunk})
         rows = [
             [
                 item.key,
                 item.item_id,
-                item.job,
+                jobs[item.job],
                 item.kind,
                 compact_json(item.request),
                 compact_json(item.carry),
@@ -847,17 +879,23 @@ class CheckpointStore:
         """Each distinct source text as (file id, line), the data files added to ``source_files``
         when new; inside the caller's transaction. A chunk's items come from a file or two."""
         split = {source: split_source(source) for source in set(sources)}
-        paths = sorted({path for path, _ in split.values() if path is not None})
+        ids = self._named_ids(
+            "source_files", "path", {path for path, _ in split.values() if path is not None}
+        )
+        return {source: (None if path is None else ids[path], line) for source, (path, line) in split.items()}
+
+    def _named_ids(self, table: str, column: str, names: Collection[str]) -> dict[str, int]:
+        """The ids of ``names`` in ``table`` (``jobs`` or ``source_files``), those not there yet
+        added; inside the caller's transaction."""
+        ordered = sorted(names)
         self.db.conn.executemany(
-            "insert or ignore into source_files (path) values (?)", [[path] for path in paths]
+            f"insert or ignore into {table} ({column}) values (?)", [[name] for name in ordered]
         )
-        ids = dict(
-            self.db.execute(
-                "select path, id from source_files where path in (select value from json_each(?))",
-                [json.dumps(paths)],
-            ).fetchall()
+        rows = self.db.execute(
+            f"select {column}, id from {table} where {column} in (select value from json_each(?))",
+            [json.dumps(ordered)],
         )
-        return {source: (ids.get(path), line) for source, (path, line) in split.items()}
+        return dict(rows.fetchall())
 
     # -- state changes ----------------------------------------------------------------------
 
@@ -972,13 +1010,13 @@ class CheckpointStore:
         """Up to ``limit`` items in ``state`` after ``after_rowid``; with ``ready_at``, only those
         whose not-before time has passed; none of ``skip_jobs`` (held by their budget). Paging
         keeps memory flat on million-item runs."""
-        sql = f"select {WORK_COLUMNS} from items where state = ? and rowid > ?"
+        sql = f"select {self._selected(WORK_COLUMNS)} from items where state = ? and rowid > ?"
         args: list[Any] = [state, after_rowid]
         if ready_at is not None:
             sql += " and (not_before is null or not_before <= ?)"
             args.append(ready_at)
         if skip_jobs:
-            sql += f" and job not in ({','.join('?' for _ in skip_jobs)})"
+            sql += f" and {self._job_not_in(len(skip_jobs))}"
             args.extend(skip_jobs)
         sql += " order by rowid limit ?"
         args.append(limit)
@@ -989,7 +1027,7 @@ class CheckpointStore:
         the feeder asks this often)."""
         sql, args = "select 1 from items where state = ?", [state, *skip_jobs]
         if skip_jobs:
-            sql += f" and job not in ({','.join('?' for _ in skip_jobs)})"
+            sql += f" and {self._job_not_in(len(skip_jobs))}"
         return self.db.execute(sql + " limit 1", args).fetchone() is not None
 
     def done_page(
@@ -1028,13 +1066,35 @@ class CheckpointStore:
         return _decoded(dict(zip(names, row, strict=True)))
 
     def _selected(self, columns: Sequence[str] | None) -> str:
-        """SQL select list of an item's ``columns`` (all when None) as readers see them: in layout
-        2, ``source`` is rebuilt as "path:line" from the file's id and the line."""
-        if not self._compact_items:
+        """SQL select list of an item's ``columns`` (all when None) as readers see them: from
+        layout 2, ``source`` is rebuilt as "path:line" from the file's id and the line; from layout
+        3, ``job`` is the job's name."""
+        if not self._compact_items and not self._job_ids:
             return ", ".join(columns or ["*"])
-        return ", ".join(
-            f"{_SOURCE_SQL.format('items')} as source" if name == "source" else name
-            for name in columns or ITEM_COLUMNS
+        return ", ".join(self._column_sql(name) for name in columns or ITEM_COLUMNS)
+
+    def _column_sql(self, name: str) -> str:
+        if name == "source" and self._compact_items:
+            return f"{_SOURCE_SQL.format('items')} as source"
+        if name == "job" and self._job_ids:
+            return f"{_JOB_SQL.format('items')} as job"
+        return name
+
+    def _job_name_sql(self, table: str) -> str:
+        """SQL: the job's name of a row of ``table`` (an alias over items' columns)."""
+        return _JOB_SQL.format(table) if self._job_ids else f"{table}.job"
+
+    def _job_is(self) -> str:
+        """SQL: the item belongs to the job named by the next parameter (one index probe)."""
+        return "job = (select id from jobs where name = ?)" if self._job_ids else "job = ?"
+
+    def _job_not_in(self, count: int) -> str:
+        """SQL: the item belongs to none of the ``count`` jobs named by the next parameters."""
+        marks = ",".join("?" for _ in range(count))
+        return (
+            f"job not in (select id from jobs where name in ({marks}))"
+            if self._job_ids
+            else f"job not in ({marks})"
         )
 
     def iter_items(
@@ -1054,13 +1114,13 @@ class CheckpointStore:
         temporary files beyond it: the export's memory then grew with the run (benchmarks/RESULTS.md,
         issue 19 target 2)."""
         selected = self._selected(columns)
-        job_clause, job_args = ("job = ? and ", [job]) if job else ("", [])
+        job_clause, job_args = (f"{self._job_is()} and ", [job]) if job else ("", [])
         if states:
             arm = f"select rowid as {_ORDER}, {selected} from items where {job_clause}state = ?"
             sql = " union all ".join(arm for _ in states)
             args: list[Any] = [value for state in states for value in (*job_args, state)]
         else:
-            where = " where job = ?" if job else ""
+            where = f" where {self._job_is()}" if job else ""
             sql, args = f"select rowid as {_ORDER}, {selected} from items{where}", job_args
         sql += f" order by {_ORDER}"
         if limit is not None:
@@ -1077,7 +1137,7 @@ class CheckpointStore:
         the bulk of the store, are not read."""
         sql = (
             "select kind, carry, case when kind in ('judgment', 'web_search') then request end "
-            "from items where job = ? and state != ?"
+            f"from items where {self._job_is()} and state != ?"
         )
         for kind, carry_text, request_text in self.db.execute(sql, [job, SUPERSEDED]):
             yield kind, json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
@@ -1088,8 +1148,10 @@ class CheckpointStore:
 
     def count_by_job_and_state(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {}
+        # Counted through the (job, state) index, then named.
         for job, state, count in self.db.execute(
-            "select job, state, count(*) from items group by job, state order by job, state"
+            f"select {self._job_name_sql('c')}, state, n from "
+            "(select job, state, count(*) as n from items group by job, state) as c order by 1, 2"
         ):
             counts.setdefault(job, {})[state] = count
         return counts
@@ -1106,7 +1168,7 @@ class CheckpointStore:
         where = "where state = ? and substr(last_error, 1, ?) = ?"
         args: list[Any] = [DONE, len(note), note]
         total = self.db.execute(f"select count(*) from items {where}", args).fetchone()[0]
-        sql = f"select job, item_id, last_error from items {where} order by rowid"
+        sql = f"select {self._column_sql('job')}, item_id, last_error from items {where} order by rowid"
         if limit is not None:
             sql += " limit ?"
             args.append(limit)
@@ -1127,9 +1189,10 @@ class CheckpointStore:
     def calls(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
         """Every distinct (job, kind, model) in the store (of items in ``states`` when given, read
         through the state index); model is '' for routes without one."""
-        sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') from items"
+        sql = "select distinct job, kind, coalesce(json_extract(request, '$.model'), '') as model from items"
         if states:
             sql += f" where state in ({', '.join('?' for _ in states)})"
+        sql = f"select {self._job_name_sql('c')}, kind, model from ({sql}) as c"
         return [(job, kind, model) for job, kind, model in self.db.execute(sql, list(states))]
 
     def record_run_event(self, state: str, detail: dict[str, Any]) -> None:
@@ -1161,7 +1224,10 @@ class CheckpointStore:
 
     def jobs(self) -> list[str]:
         """Jobs of the current manifest: those with at least one item that is not superseded."""
-        sql = "select distinct job from items where state != ? order by job"
+        sql = "select distinct job from items where state != ?"
+        if self._job_ids:
+            sql = f"select name from jobs where id in ({sql})"
+        sql += " order by 1"
         return [row[0] for row in self.db.execute(sql, [SUPERSEDED])]
 
     def iter_current_items(self, job: str, columns: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:

@@ -219,14 +219,15 @@ def test_a_layout1_store_reads_the_same_before_and_after_its_migration(tmp_path:
         assert times[4] == (1795483618001, None)
         assert store.item(items_before[0]["key"])["source"] == "/data/chat.jsonl:1"
 
-    assert user_version(path) == SCHEMA_VERSION == 2
+    assert user_version(path) == SCHEMA_VERSION == 3
     assert {"source_file", "source_line"} <= columns(path, "items") and "source" not in columns(path, "items")
     connection = sqlite3.connect(path)
     try:
         files = connection.execute("select id, path from source_files order by id").fetchall()
         stored = connection.execute(
-            "select source_file, source_line, typeof(finished_at) from items order by rowid"
+            "select source_file, source_line, typeof(finished_at), job from items order by rowid"
         ).fetchall()
+        jobs = connection.execute("select id, name from jobs order by id").fetchall()
         indexes = {
             row[0] for row in connection.execute("select name from sqlite_schema where type = 'index'")
         }
@@ -234,7 +235,14 @@ def test_a_layout1_store_reads_the_same_before_and_after_its_migration(tmp_path:
     finally:
         connection.close()
     assert files == [(1, "/data/chat.jsonl"), (2, "/data/clips.csv")]
-    assert stored == [(1, 1, "integer"), (1, 2, "integer"), (1, 3, "null"), (1, 4, "integer"), (2, 2, "null")]
+    assert stored == [
+        (1, 1, "integer", 1),
+        (1, 2, "integer", 1),
+        (1, 3, "null", 1),
+        (1, 4, "integer", 1),
+        (2, 2, "null", 2),
+    ]
+    assert jobs == [(1, "chat-20000"), (2, "clips")]
     assert {"idx_items_state", "idx_items_job_state"} <= indexes and free_pages == 0
 
     with CheckpointStore.open_read_only(path) as reader:
@@ -361,16 +369,17 @@ def test_times_are_kept_as_milliseconds_and_text_that_is_not_a_time_as_it_is(
     assert pq.read_table(path).column("finished_at").to_pylist() == [moment, moment, None]
 
 
-@pytest.mark.parametrize("layout", [1, 2])
-def test_a_shard_store_of_either_layout_is_absorbed_with_its_sources_and_times(
+@pytest.mark.parametrize("layout", [1, 2, 3])
+def test_a_shard_store_of_any_layout_is_absorbed_with_its_sources_times_and_jobs(
     tmp_path: Path, store: CheckpointStore, layout: int
 ) -> None:
-    store.add_items([chat(1).model_copy(update={"source": "/data/first.jsonl:1"})])  # file id 1 here
+    # file id 1 and job id 1 here are another file's and another job's
+    store.add_items([chat(1, job="first").model_copy(update={"source": "/data/first.jsonl:1"})])
     shard = tmp_path / "shard"
     shard.mkdir()
-    other = layout1_store(shard)
-    if layout == 2:
-        CheckpointStore(other).close()  # migrated: its files' ids are its own (chat.jsonl is 1)
+    other = layout2_store(shard) if layout == 2 else layout1_store(shard)
+    if layout == 3:
+        CheckpointStore(other).close()  # migrated: its files' and jobs' ids are its own
     with CheckpointStore.open_read_only(other) as reader:
         theirs = {item["key"]: item for item in reader.iter_items()}
 
@@ -381,4 +390,98 @@ def test_a_shard_store_of_either_layout_is_absorbed_with_its_sources_and_times(
     }
     finished = {key: item["finished_at"] for key, item in ours.items() if item["finished_at"] is not None}
     assert sorted(finished.values()) == [1795483617906, 1795483617916, 1795483618123]
-    assert store.item(chat(1).key)["source"] == "/data/first.jsonl:1"
+    assert store.item(chat(1, job="first").key)["source"] == "/data/first.jsonl:1"
+    assert {key: item["job"] for key, item in ours.items()} == {
+        key: item["job"] for key, item in theirs.items()
+    }
+    assert store.count_by_job_and_state() == {
+        "first": {"pending": 1},
+        "chat-20000": {"done": 2, "pending": 1, "failed": 1},
+        "clips": {"submitted": 1},
+    }
+
+
+# -- layout 2 to 3: each job's name once ---------------------------------------------------------
+
+FIXTURE_2 = Path(__file__).parent / "fixtures" / "checkpoint_layout2.sql"
+
+
+def layout2_store(folder: Path) -> Path:
+    path = folder / "run" / "checkpoint.sqlite"
+    path.parent.mkdir(parents=True)
+    connection = sqlite3.connect(path)
+    connection.executescript(FIXTURE_2.read_text(encoding="utf-8"))
+    connection.close()
+    return path
+
+
+def job_views(store: CheckpointStore) -> dict[str, object]:
+    """Every reader that names or filters by job."""
+    return {
+        "by job and state": store.count_by_job_and_state(),
+        "jobs": store.jobs(),
+        "calls": sorted(store.calls()),
+        "calls done": sorted(store.calls(["done"])),
+        "chat items": [item["key"] for item in store.iter_items("chat-20000", ["done", "pending"])],
+        "clips items": [item["job"] for item in store.iter_current_items("clips", ["job", "key"])],
+        "profile": list(store.export_profile("clips")),
+        "pending page": [(row.key, row.job) for row in store.work_page("pending", 0, 10)],
+        "pending outside chat": store.work_page("pending", 0, 10, skip_jobs=["chat-20000"]),
+        "has pending outside clips": store.has_state("pending", skip_jobs=["clips"]),
+        "has pending outside chat": store.has_state("pending", skip_jobs=["chat-20000"]),
+        "submitted page outside chat": [
+            row.job for row in store.work_page("submitted", 0, 10, skip_jobs=["chat-20000"])
+        ],
+        "noted": store.done_with_note("", 5),
+    }
+
+
+def test_a_layout2_store_reads_the_same_before_and_after_its_migration(tmp_path: Path) -> None:
+    path = layout2_store(tmp_path)
+    with CheckpointStore.open_read_only(path) as old:
+        before = (*everything(old), job_views(old))
+        results_before = exported(old, tmp_path / "before")
+    assert user_version(path) == 2 and before[3]["jobs"] == ["chat-20000", "clips"]
+    assert before[3]["pending page"] and not before[3]["pending outside chat"]
+
+    CheckpointStore(path).close()  # opened for writing: migrated
+
+    assert user_version(path) == SCHEMA_VERSION == 3
+    connection = sqlite3.connect(path)
+    try:
+        jobs = connection.execute("select typeof(job), count(*) from items group by 1").fetchall()
+        names = connection.execute("select id, name from jobs order by id").fetchall()
+    finally:
+        connection.close()
+    assert jobs == [("integer", 5)] and names == [(1, "chat-20000"), (2, "clips")]
+    with CheckpointStore.open_read_only(path) as reader:
+        after = (*everything(reader), job_views(reader))
+        results_after = exported(reader, tmp_path / "after")
+    assert after == before
+    assert results_after == results_before
+
+
+def test_a_new_store_keeps_each_job_name_once(store: CheckpointStore) -> None:
+    store.add_items([chat(1, job="alpha"), chat(2, job="beta"), chat(3, job="alpha")])
+    store.plan_items([chat(1, job="alpha"), chat(3, job="alpha"), chat(4, job="gamma")])
+    connection = sqlite3.connect(store.path)
+    try:
+        rows = connection.execute("select job from items order by rowid").fetchall()
+        names = connection.execute("select id, name from jobs order by id").fetchall()
+    finally:
+        connection.close()
+    assert rows == [(1,), (2,), (1,), (3,)] and names == [(1, "alpha"), (2, "beta"), (3, "gamma")]
+    assert store.jobs() == ["alpha", "gamma"]  # beta's item is superseded
+    assert store.count_by_job_and_state() == {
+        "alpha": {"pending": 2},
+        "beta": {"superseded": 1},
+        "gamma": {"pending": 1},
+    }
+    assert [row.job for row in store.work_page("pending", 0, 10, skip_jobs=["alpha"])] == ["gamma"]
+    assert store.item(chat(4, job="gamma").key)["job"] == "gamma"
+    assert [item["item_id"] for item in store.iter_current_items("alpha")] == ["chat-1", "chat-3"]
+    assert sorted(store.calls()) == [
+        ("alpha", "chat", "relay-chat-small"),
+        ("beta", "chat", "relay-chat-small"),
+        ("gamma", "chat", "relay-chat-small"),
+    ]
