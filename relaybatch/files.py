@@ -4,7 +4,11 @@ under its final name complete or not at all, so a crash never leaves half a file
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +58,21 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A private temporary folder (``<tmp>/<prefix><pid>-<random>``), removed afterwards.
+
+    A process killed outright (SIGKILL, the OOM killer) cannot remove its own, so each new one first
+    removes those that processes now gone left behind: a nightly job killed while planning a million
+    items leaves some 50 MB in the temporary folder, not 50 MB more every night."""
+    parent = Path(tempfile.gettempdir())
+    owner = re.compile(re.escape(prefix) + r"(\d+)-[^/]+")
+    for leftover in parent.glob(f"{glob.escape(prefix)}*"):
+        found = owner.fullmatch(leftover.name)
+        pid = int(found[1]) if found else os.getpid()  # this process may plan twice at once
+        if pid != os.getpid() and leftover.is_dir() and not _alive(pid):
+            shutil.rmtree(leftover, ignore_errors=True)  # another user's stays: not ours to remove
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-") as folder:
+        yield Path(folder)

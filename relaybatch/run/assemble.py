@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -30,6 +29,7 @@ from relaybatch.engine import (
 )
 from relaybatch.engine.store import PlanCounts
 from relaybatch.errors import UserError
+from relaybatch.files import scratch_folder
 from relaybatch.limiting import Limiter
 from relaybatch.manifests import Manifest, Validation, open_manifest
 from relaybatch.run import fingerprint
@@ -187,8 +187,7 @@ def plan_run(
     paths = shard.paths(run) if shard else run
     resolved = str(manifest_path.resolve())
     decision = fingerprint.compare(paths.checkpoint, manifest)
-    with tempfile.TemporaryDirectory(prefix="relaybatch-plan-") as folder, contextlib.ExitStack() as planning:
-        seen_in = Path(folder)
+    with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
         validation = _validated(manifest, decision, paths, seen_in, check)
         check_identity(run, Path(resolved), decision.manifest_sha256)
         # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
