@@ -11,6 +11,11 @@ file itself stays (deleting a lock file races with the next opener); its content
 holder and means something only while the lock is held. ``flock`` works on local disks and on NFS
 (Linux maps it onto NFS byte-range locks), where shard folders of several machines may live.
 
+Each execution also holds the run's ``sending.lock`` (``sending``): exclusively when it executes the
+run whole, shared when it executes a shard. A shard's items are the run's too, and the run executed
+whole folds its shards' stores and sends what is pending there; so the shards of a split execute
+side by side, but never beside the whole run, which would send their items a second time.
+
 Within one process the lock is re-entrant: `relaybatch run` holds it from planning to export, and
 the steps inside (``plan_run``, ``execute_run``, the export) take it again without waiting on
 themselves. Not ``filelock``: it truncates the lock file on every attempt, which would erase the
@@ -29,20 +34,20 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from relaybatch.errors import UserError
-from relaybatch.run.paths import SHARDS_NAME, RunPaths
+from relaybatch.run.paths import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths
 
 # A look at the lock lasts microseconds; a real holder keeps it for the whole execution.
 LOOK_TRIES = 5
 LOOK_PAUSE_SECONDS = 0.02
 
-# Locks this process holds: folder -> (open lock file, how many holds are nested).
-_HELD: dict[Path, tuple[int, int]] = {}
+# Locks this process holds: (lock file, shared?) -> (open lock file, how many holds are nested).
+_HELD: dict[tuple[Path, bool], tuple[int, int]] = {}
 _GUARD = threading.Lock()
 
 
@@ -74,7 +79,7 @@ def lock_path(folder: Path) -> Path:
 def holder_of(folder: Path) -> Holder | None:
     """Who holds the folder's lock now; None when nobody does (or the folder has no lock file)."""
     path = lock_path(folder)
-    if folder.resolve() in _HELD:
+    if (path.resolve(), False) in _HELD:
         return _read_holder(path)
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -100,13 +105,29 @@ def holding(folder: Path, activity: str, advice: str) -> Iterator[None]:
     'big'"); ``advice`` ends the refusal this process gets when another holds the lock.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    key = folder.resolve()
+
+    def refused() -> RunBusy:
+        holder = _read_holder(lock_path(folder))
+        who = holder.describe() if holder else "another process (it has not said which yet)"
+        return RunBusy(f"{folder} is in use by {who}. {advice}")
+
+    with _held(lock_path(folder), refused, activity=activity):
+        yield
+
+
+@contextlib.contextmanager
+def _held(
+    path: Path, refused: Callable[[], RunBusy], activity: str | None = None, shared: bool = False
+) -> Iterator[None]:
+    """``path`` locked (exclusively, or ``shared``) while the block runs, or ``refused()`` raised at
+    once; an exclusive holder describes itself (``activity``) in the file for whoever it refuses."""
+    key = (path.resolve(), shared)
     with _GUARD:
         if key in _HELD:  # nested in this process: the lock is already ours
             descriptor, depth = _HELD[key]
             _HELD[key] = (descriptor, depth + 1)
         else:
-            _HELD[key] = (_acquire(folder, activity, advice), 1)
+            _HELD[key] = (_acquire(path, refused, activity, shared), 1)
     try:
         yield
     finally:
@@ -119,34 +140,32 @@ def holding(folder: Path, activity: str, advice: str) -> Iterator[None]:
                 os.close(descriptor)  # closing the only descriptor releases the lock
 
 
-def _acquire(folder: Path, activity: str, advice: str) -> int:
-    path = lock_path(folder)
+def _acquire(path: Path, refused: Callable[[], RunBusy], activity: str | None, shared: bool) -> int:
     # No O_TRUNC: the holder's description must survive a refused attempt to read it.
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        _lock_or_raise(descriptor)
+        _lock_or_raise(descriptor, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
     except BlockingIOError:
         os.close(descriptor)
-        holder = _read_holder(path)
-        who = holder.describe() if holder else "another process (it has not said which yet)"
-        raise RunBusy(f"{folder} is in use by {who}. {advice}") from None
+        raise refused() from None
     except BaseException:
         os.close(descriptor)
         raise
-    _describe_self(descriptor, activity)
+    if activity is not None:
+        _describe_self(descriptor, activity)
     return descriptor
 
 
-def _lock_or_raise(descriptor: int) -> None:
-    """The exclusive lock, or BlockingIOError when a holder keeps it. A few quick tries: someone
-    only looking (``holder_of``, e.g. `relaybatch status`) holds a shared lock for an instant."""
+def _lock_or_raise(descriptor: int, mode: int = fcntl.LOCK_EX) -> None:
+    """The lock, or BlockingIOError when a holder keeps it. A few quick tries: someone only
+    looking (``holder_of``, e.g. `relaybatch status`) holds a shared lock for an instant."""
     for _ in range(LOOK_TRIES - 1):
         try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             time.sleep(LOOK_PAUSE_SECONDS)
-    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
 
 
 def _describe_self(descriptor: int, activity: str) -> None:
@@ -193,6 +212,10 @@ EXPORT_ADVICE = (
     "the same files: wait for it to finish (or stop it: Ctrl-C where it runs, or SIGTERM), then run "
     "this command again if you still need to."
 )
+SHARD_ADVICE = (
+    "Wait for them to finish (or stop them: Ctrl-C where each runs, or SIGTERM), then run this "
+    "command again; or run the shards that are left with --shard and `relaybatch merge` after."
+)
 MERGE_ADVICE = (
     "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
     "resumably), then run this command again."
@@ -207,9 +230,47 @@ def what_runs_in(paths: RunPaths) -> str:
     return f"run '{paths.name}'"
 
 
-def executing(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
-    """The lock an execution of the store at ``paths`` (a run's or a shard's) holds."""
-    return holding(paths.root, f"executing {what_runs_in(paths)}", RUN_ADVICE)
+@contextlib.contextmanager
+def executing(paths: RunPaths) -> Iterator[None]:
+    """The locks an execution of the store at ``paths`` (a run's or a shard's) holds: its store's,
+    and the run's right to send its items (``sending``)."""
+    with holding(paths.root, f"executing {what_runs_in(paths)}", RUN_ADVICE), sending(paths):
+        yield
+
+
+def sending(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
+    """The run's ``sending.lock``: exclusive for an execution of the run's own store, shared for a
+    shard's. Shards of a split hold disjoint items and execute side by side; the run executed whole
+    sends every item, its shards' too (it folds their stores, then sends what is pending there), so
+    it and any of its shards never execute at once: either would send the other's items again."""
+    run = RunPaths(paths.run_root)
+    lock = run.root / SENDING_LOCK_NAME
+    if paths.root == run.root:
+        return _held(lock, lambda: _shards_busy(run))
+    return _held(lock, lambda: _run_busy(run, paths), shared=True)
+
+
+def _shards_busy(run: RunPaths) -> RunBusy:
+    shards = run.root / SHARDS_NAME
+    executing_now = [
+        holder.describe()
+        for folder in (sorted(shards.iterdir()) if shards.is_dir() else [])
+        if (holder := holder_of(folder)) is not None
+    ]
+    who = "; ".join(executing_now) or "a shard of it (it has not said which yet)"
+    return RunBusy(
+        f"run '{run.name}' has shards executing ({who}): executed whole beside them it would send "
+        f"their items a second time. {SHARD_ADVICE}"
+    )
+
+
+def _run_busy(run: RunPaths, shard: RunPaths) -> RunBusy:
+    holder = holder_of(run.root)
+    who = holder.describe() if holder else "another process (it has not said which yet)"
+    return RunBusy(
+        f"{what_runs_in(shard)} would send items that run '{run.name}', executed whole, is sending "
+        f"now ({who}). {RUN_ADVICE}"
+    )
 
 
 def exporting(paths: RunPaths) -> contextlib.AbstractContextManager[None]:

@@ -7,6 +7,7 @@
     <runs>/<name>/media/              files the gateway returned (images, videos, audio)
     <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
+    <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
 
 Every other module asks ``RunPaths`` for these names instead of spelling them.
 """
@@ -25,6 +26,7 @@ RESULTS_NAME = "results"
 MEDIA_NAME = "media"
 SHARDS_NAME = "shards"
 LOCK_NAME = "execution.lock"
+SENDING_LOCK_NAME = "sending.lock"
 
 
 @dataclass(frozen=True)

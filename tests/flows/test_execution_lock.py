@@ -29,8 +29,14 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
+    from relaybatch.run import RunPaths, executing
     from relaybatch.run.locking import holding
-    with holding(Path(sys.argv[1]), "executing run 'held'", "wait"):
+    folder = Path(sys.argv[1])
+    if sys.argv[2:] == ["execute"]:
+        held = executing(RunPaths(folder))
+    else:
+        held = holding(folder, "executing run 'held'", "wait")
+    with held:
         print("held", flush=True)
         sys.stdin.read()  # until the test closes stdin, or kills this process
     """
@@ -40,9 +46,9 @@ HOLDER = textwrap.dedent(
 class HelperHolder:
     """Another process holding ``folder``'s lock until stopped."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *mode: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(folder)],
+            [sys.executable, "-c", HOLDER, str(folder), *mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -109,6 +115,36 @@ def test_a_shard_is_described_as_a_shard(held: HelperHolder, tmp_path: Path) -> 
     with executing(shard):
         holder = holder_of(shard.root)
         assert holder is not None and holder.activity == "executing shard 2/3 of run 'big'"
+
+
+def test_the_run_executed_whole_and_its_shards_never_execute_at_once(tmp_path: Path) -> None:
+    """The run executed whole folds its shards' stores and sends what is pending there: beside an
+    executing shard it sent the shard's items a second time (135 of 135 in a try by hand)."""
+    run = RunPaths(tmp_path / "big")
+    first, second = (RunPaths(run.shards / f"{index}-of-2") for index in (1, 2))
+    shard = HelperHolder(first.root, "execute")
+    try:
+        with pytest.raises(RunBusy) as refused, executing(run):
+            pass
+        message = str(refused.value)
+        holder = f"executing shard 1/2 of run 'big': pid {shard.process.pid}"
+        assert f"run 'big' has shards executing ({holder}" in message
+        assert "send their items a second time" in message and "--shard" in message
+        with executing(second):  # the other shard of the split: disjoint items, side by side
+            pass
+    finally:
+        shard.kill()
+    whole = HelperHolder(run.root, "execute")
+    try:
+        with pytest.raises(RunBusy) as refused, executing(second):
+            pass
+        message = str(refused.value)
+        assert "shard 2/2 of run 'big' would send items that run 'big', executed whole" in message
+        assert f"executing run 'big': pid {whole.process.pid}" in message
+    finally:
+        whole.kill()
+    with executing(run), executing(run):  # nested in one process, as `relaybatch run` holds it
+        pass
 
 
 # -- the real commands ---------------------------------------------------------------------------
@@ -221,6 +257,11 @@ def test_the_same_shard_twice_is_refused_and_merge_waits_for_the_shard(tmp_path:
         merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
         assert merged.returncode == 1 and holder in merged.stderr, merged.stderr
         assert not (runs / "many" / "checkpoint.sqlite").exists()  # nothing merged half-done
+
+        whole = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
+        assert whole.returncode == 1 and holder in whole.stderr, whole.stderr
+        assert "send their items a second time" in whole.stderr and "Traceback" not in whole.stderr
+        assert not (runs / "many" / "checkpoint.sqlite").exists()  # refused before anything is written
     finally:
         shard.kill()
     merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
