@@ -238,16 +238,34 @@ def executing(paths: RunPaths) -> Iterator[None]:
         yield
 
 
-def sending(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def sending(paths: RunPaths) -> Iterator[None]:
     """The run's ``sending.lock``: exclusive for an execution of the run's own store, shared for a
     shard's. Shards of a split hold disjoint items and execute side by side; the run executed whole
     sends every item, its shards' too (it folds their stores, then sends what is pending there), so
-    it and any of its shards never execute at once: either would send the other's items again."""
+    it and any of its shards never execute at once: either would send the other's items again.
+    Shards of two splits (1/2 and 1/3) share items too: a shard is refused while one of another
+    split executes. Each shard holds its own store's lock before it looks at the others', so of two
+    starting at once at least one is refused, never neither."""
     run = RunPaths(paths.run_root)
     lock = run.root / SENDING_LOCK_NAME
     if paths.root == run.root:
-        return _held(lock, lambda: _shards_busy(run))
-    return _held(lock, lambda: _run_busy(run, paths), shared=True)
+        with _held(lock, lambda: _shards_busy(run)):
+            yield
+        return
+    with _held(lock, lambda: _run_busy(run, paths), shared=True):
+        split = paths.root.name.partition("-of-")[2]
+        others = [
+            holder.describe()
+            for folder in sorted(paths.root.parent.glob("*-of-*"))
+            if folder.name.partition("-of-")[2] != split and (holder := holder_of(folder)) is not None
+        ]
+        if others:
+            raise RunBusy(
+                f"{what_runs_in(paths)} shares items with a shard of another split executing now "
+                f"({'; '.join(others)}): both would send them. {SHARD_ADVICE}"
+            )
+        yield
 
 
 def _shards_busy(run: RunPaths) -> RunBusy:

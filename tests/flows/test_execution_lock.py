@@ -147,6 +147,23 @@ def test_the_run_executed_whole_and_its_shards_never_execute_at_once(tmp_path: P
         pass
 
 
+def test_shards_of_two_splits_never_execute_at_once(tmp_path: Path) -> None:
+    run = RunPaths(tmp_path / "big")
+    halves = HelperHolder(run.shards / "1-of-2", "execute")
+    try:
+        with pytest.raises(RunBusy) as refused, executing(RunPaths(run.shards / "1-of-3")):
+            pass
+        message = str(refused.value)
+        assert "shard 1/3 of run 'big' shares items with a shard of another split" in message
+        assert f"executing shard 1/2 of run 'big': pid {halves.process.pid}" in message
+        with executing(RunPaths(run.shards / "2-of-2")):  # its own split: side by side
+            pass
+    finally:
+        halves.kill()
+    with executing(RunPaths(run.shards / "1-of-3")):  # the other split has finished
+        pass
+
+
 # -- the real commands ---------------------------------------------------------------------------
 
 
