@@ -208,8 +208,9 @@ async def run_manifest(
     # environment inside the process that sends requests.
     _stop_with_the_runner()
     started = time.monotonic()
-    # The store's lock from planning to export (run/locking.py): released between the two, another
-    # run of the same manifest could plan and execute in the gap. The CLI holds it around this flow.
+    # The store's lock from planning to the summary (run/locking.py): released between plan and
+    # execute, another run of the same manifest could plan and execute in the gap; released before
+    # the summary, its ledger refresh could race another execution's export. The CLI holds it too.
     with contextlib.ExitStack() as hold:
         if planned is None:
             planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None, hold=hold)
@@ -241,12 +242,14 @@ async def resume_run(
     part = Shard.parse(shard) if shard else None
     paths = run_paths(runs_dir, run_name, part).require_existing()
     label = f"{run_name} shard {part}" if part else run_name
-    return await execute_and_report(
-        label,
-        paths,
-        base_url,
-        shared_limit_for(shared_limit_rpm),
-        progress_every,
-        0,
-        cancel_remote_on_cancel,
-    )
+    # Held to the end of the summary, whose spend figures refresh the ledgers (run/locking.py).
+    with executing(paths):
+        return await execute_and_report(
+            label,
+            paths,
+            base_url,
+            shared_limit_for(shared_limit_rpm),
+            progress_every,
+            0,
+            cancel_remote_on_cancel,
+        )

@@ -358,3 +358,40 @@ async def test_the_run_flow_holds_the_lock_from_plan_to_execute(
     assert f"executing run 'many': pid {os.getpid()}" in second.stderr
     assert "send the same items twice" in second.stderr and "Traceback" not in second.stderr
     assert outcome.counts == {"done": 3} and outcome.sent == 3  # this flow run sent them, not the other
+
+
+TRY_TO_HOLD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from relaybatch.run import RunBusy, RunPaths, executing
+    try:
+        with executing(RunPaths(Path(sys.argv[1]))):
+            print("took it")
+    except RunBusy:
+        print("refused")
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+async def test_the_resume_flow_holds_the_lock_through_its_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary's spend figures refresh the run's ledger: another execution must not start
+    before it is written (the flow used to release the lock after the export)."""
+    flows = importlib.import_module("relaybatch.flows.run_manifest")  # the module, not the flow
+    runs, _ = _finished_run(tmp_path)
+    publish = flows.publish_summary
+    seen: list[str] = []
+
+    async def publish_then_try(*arguments: object, **keywords: object) -> None:
+        probe = [sys.executable, "-c", TRY_TO_HOLD, str(runs / "many")]
+        seen.append(subprocess.run(probe, capture_output=True, text=True, timeout=120).stdout.strip())
+        await publish(*arguments, **keywords)
+
+    monkeypatch.setattr(flows, "publish_summary", publish_then_try)
+    await flows.resume_run("many", runs_dir=runs)
+
+    assert seen == ["refused"]
