@@ -17,9 +17,12 @@ forgotten by any other write of items.
 
 Each fact is kept once (docs/architecture.md, "Stores on disk"): an item's times are its
 events'; results keep the answer's own ``usage`` and the results' token columns are read from it
-(``normalize.result_tokens``). ``PRAGMA user_version`` is the layout: 0 for stores made before this
-one (events keyed by the item's text key with ISO text times; items with ``created_at`` and
-``updated_at``), migrated when opened for writing, read as they are when opened read-only.
+(``normalize.result_tokens``); a data file's path and a job's name are kept once (``source_files``,
+``jobs``), items keep their ids. ``PRAGMA user_version`` is the layout: 0 for stores made before
+versions (events keyed by the item's text key with ISO text times; items with ``created_at`` and
+``updated_at``), 1 (items with their source as "path:line" text and ISO submitted/finished times),
+2 (the job's name on every item), 3 (this one); older layouts are migrated when opened for
+writing, read as they are when opened read-only.
 """
 
 from __future__ import annotations
@@ -119,6 +122,11 @@ RENAMED = "renamed"
 # full by 20,000 items, so the run's memory is the same at a million; 32 MB was still filling at
 # 200,000 and cost the same CPU per item (benchmarks/RESULTS.md, issue 19 target 2).
 CACHE_KIB = 8_000
+# Page size of a new store's file. An item row grows from about 200 to about 620 bytes when its
+# answer is written, and the page splits that leaves set the free space: 8 KiB pages leave 37 bytes
+# per item unused where 4 KiB pages left 63-73 (16 KiB: 49), at the same CPU per item
+# (benchmarks/RESULTS.md, "Disk per item").
+PAGE_SIZE = 8192
 SCAN_CACHE_KIB = 2_000
 # Rows per statement when adding items: big enough that per-statement costs vanish, small enough
 # that the JSON text of one chunk stays a few megabytes on million-item manifests.
@@ -313,6 +321,8 @@ class CheckpointStore:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        # Before anything is written (a store that exists keeps its own page size).
+        connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
         connection.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives a process crash (our failure model); only an OS
         # crash or power loss can drop the last transactions, and never corrupts the file.

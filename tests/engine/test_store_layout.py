@@ -18,7 +18,7 @@ from engine_items import chat
 
 from relaybatch.engine import Change, CheckpointStore, IllegalTransition, export_results
 from relaybatch.engine.normalize import chat_result, result_tokens
-from relaybatch.engine.store import SCHEMA_VERSION, join_source, source_sql, split_source
+from relaybatch.engine.store import PAGE_SIZE, SCHEMA_VERSION, join_source, source_sql, split_source
 from relaybatch.manifests import Item
 
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_layout0.sql"
@@ -485,3 +485,27 @@ def test_a_new_store_keeps_each_job_name_once(store: CheckpointStore) -> None:
         ("beta", "chat", "relay-chat-small"),
         ("gamma", "chat", "relay-chat-small"),
     ]
+
+
+def test_a_new_store_has_larger_pages_and_an_old_one_keeps_its_own(
+    tmp_path: Path, store: CheckpointStore
+) -> None:
+    """8 KiB pages leave less free space beside rows that grow when their answer is written; a
+    store that exists keeps the page size it was made with (its migration's VACUUM cannot change it
+    in WAL mode), and works the same."""
+
+    def page_size(path: Path) -> int:
+        connection = sqlite3.connect(path)
+        try:
+            return int(connection.execute("pragma page_size").fetchone()[0])
+        finally:
+            connection.close()
+
+    store.add_items([chat(1)])
+    assert page_size(store.path) == PAGE_SIZE == 8192
+    old = layout1_store(tmp_path / "old")
+    assert page_size(old) == 4096
+    with CheckpointStore(old) as migrated:
+        migrated.add_items([chat(2)])
+        assert migrated.count_by_state() == {"done": 2, "pending": 2, "failed": 1, "submitted": 1}
+    assert page_size(old) == 4096
