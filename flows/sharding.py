@@ -24,6 +24,7 @@ from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
 from relaybatch.run import counts as counts_of
 from relaybatch.run import spend_lines
+from relaybatch.run.locking import refreshing_ledger
 
 
 def shard_parameters(
@@ -108,7 +109,8 @@ async def run_sharded(
         results,
         notes=[
             f"merged from {shards} shards under {run.root / 'shards'}",
-            f"spend: {spend_summary(run_spend_figures(run.root))}",
+            # Each store's ledger refreshed under its lock: a shard run again may execute by now.
+            f"spend: {spend_summary(run_spend_figures(run.root, guard=refreshing_ledger))}",
             *budget_notes(run),
         ],
     )

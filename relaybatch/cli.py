@@ -542,10 +542,12 @@ def report(
 ) -> None:
     """Spend by job, model, kind and day, each budget beside its spend, and an HTML dashboard."""
     from relaybatch.costs.terminal import run_report
+    from relaybatch.run.locking import refreshing_ledger
     from relaybatch.settings import Settings
 
     settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
-    run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir)
+    # Each store's ledger is rewritten under its lock; beside an execution it is left to it.
+    run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir, refreshing_ledger)
 
 
 @app.command()

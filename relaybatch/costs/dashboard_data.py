@@ -257,10 +257,10 @@ def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None) -
 
 
 def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> None:
-    if not cost_store.exists():
+    store = CostStore.open_read_only(cost_store)  # an execution may be writing it
+    if store is None:
         return
     cutoff = since.isoformat() if since else ""
-    store = CostStore(cost_store)
     try:
         for record in store.records():
             if str(record.get("charged_at") or "")[:10] >= cutoff:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -34,6 +35,17 @@ DASHBOARD_NAME = "dashboard.html"
 CHECKPOINT_NAME = "checkpoint.sqlite"
 SHARDS_NAME = "shards"  # a sharded run keeps one set of stores per shard under <run>/shards/
 DISPLAY_QUANTUM = Decimal("0.000001")
+
+# Whether a report may rewrite a store folder's ledger.parquet: entered around the rewrite, it
+# yields None while this process may write the folder (holding the folder's lock meanwhile), or
+# who writes the folder now (an execution, a merge), whose own export then writes the ledger. The
+# run layer's locks decide (run/locking.py ``refreshing_ledger``); this layer imports none of them.
+LedgerGuard = Callable[[Path], AbstractContextManager[str | None]]
+
+
+def unguarded(folder: Path) -> AbstractContextManager[str | None]:
+    """For a caller that already holds the folder's lock (a run's own summary, a test)."""
+    return nullcontext(None)
 
 
 def display_usd(value: Decimal) -> str:
@@ -102,6 +114,8 @@ class RunSpend:
     groups: dict[tuple[str, ...], Totals] = field(default_factory=dict)  # keyed by GROUP_COLUMNS
     per_minute: dict[str, Decimal] = field(default_factory=dict)  # spend per UTC minute
     activity: Activity = field(default_factory=Activity)
+    # Store folders whose ledger was left to the process writing them now: (folder, who).
+    busy: list[tuple[Path, str]] = field(default_factory=list)
 
     @property
     def known_usd(self) -> Decimal:
@@ -224,22 +238,36 @@ def add_ledger(
     since: date | None = None,
     export: bool = True,
     columns: Sequence[str] = REPORT_COLUMNS,
+    guard: LedgerGuard = unguarded,
 ) -> None:
-    """Add a store's charges from ``since`` on to ``spend`` (refreshing its Parquet export on the way,
-    unless ``export`` is False: another process, a running shard, may be writing it, so the store
-    is then opened read-only), grouped by those of ``columns`` that are ``GROUP_COLUMNS``. No store
-    yet: nothing spent yet."""
+    """Add a store's charges from ``since`` on to ``spend``, grouped by those of ``columns`` that
+    are ``GROUP_COLUMNS``. With ``export``, its Parquet export is refreshed first when ``guard``
+    lets this process write the folder; when another writes it (an execution), the ledger is left
+    to that one and noted in ``spend.busy``. The charges are read from the store opened read-only,
+    as they stand. No store yet: nothing spent yet."""
     path = run_dir / COST_STORE_NAME
-    store = CostStore(path) if export and path.exists() else CostStore.open_read_only(path)
+    if export and path.exists():
+        with guard(run_dir) as writer:
+            if writer is None:
+                _refresh_ledger(path, run_dir / LEDGER_NAME)
+            else:
+                spend.busy.append((run_dir, writer))
+    store = CostStore.open_read_only(path)
     if store is None:
         return
     try:
-        if export:
-            write_ledger(store, run_dir / LEDGER_NAME)
         for record in store.charges_since(columns, since.isoformat() if since else ""):
             if "charged_at" in record:
                 record["day"] = str(record["charged_at"])[:10]
             spend.add(record)
+    finally:
+        store.close()
+
+
+def _refresh_ledger(cost_store: Path, ledger: Path) -> None:
+    store = CostStore(cost_store)  # opened for writing: an older layout is migrated first
+    try:
+        write_ledger(store, ledger)
     finally:
         store.close()
 
@@ -310,21 +338,29 @@ def store_folders(run_dir: Path) -> list[Path]:
     return [run_dir, *(sorted(path for path in shards.iterdir() if path.is_dir()) if shards.is_dir() else [])]
 
 
-def load_spend(runs_dir: Path, names: Sequence[str], since: date | None = None) -> RunSpend:
+def load_spend(
+    runs_dir: Path, names: Sequence[str], since: date | None = None, guard: LedgerGuard = unguarded
+) -> RunSpend:
+    """The named runs' spend and activity (every run's when none is named), refreshing each store's
+    ledger as ``guard`` lets it (``add_ledger``)."""
     folders = run_folders(runs_dir, names)
     spend = RunSpend([folder.name for folder in folders])
     stores = [stores for folder in folders for stores in store_folders(folder)]
     for folder in stores:
-        add_ledger(spend, folder, since)
+        add_ledger(spend, folder, since, guard=guard)
     events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
-    return RunSpend(spend.runs, spend.groups, spend.per_minute, activity_from_events(events, since))
+    activity = activity_from_events(events, since)
+    return RunSpend(spend.runs, spend.groups, spend.per_minute, activity, spend.busy)
 
 
 def run_spend_figures(
-    run_dir: Path, export: bool = True, columns: Sequence[str] = REPORT_COLUMNS
+    run_dir: Path,
+    export: bool = True,
+    columns: Sequence[str] = REPORT_COLUMNS,
+    guard: LedgerGuard = unguarded,
 ) -> RunSpend:
     """A run's spend from its cost stores alone (shards included): known, unknown, total."""
     spend = RunSpend([run_dir.name])
     for folder in store_folders(run_dir):
-        add_ledger(spend, folder, export=export, columns=columns)
+        add_ledger(spend, folder, export=export, columns=columns, guard=guard)
     return spend

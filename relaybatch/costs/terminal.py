@@ -12,7 +12,15 @@ from rich.table import Table
 from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
-from relaybatch.costs.report import DASHBOARD_NAME, RunSpend, display_usd, load_spend, run_folders
+from relaybatch.costs.report import (
+    DASHBOARD_NAME,
+    LEDGER_NAME,
+    LedgerGuard,
+    RunSpend,
+    display_usd,
+    load_spend,
+    run_folders,
+)
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.errors import UserError
 
@@ -96,17 +104,28 @@ def run_budget_uses(spend: RunSpend, run_dirs: Sequence[Path]) -> list[BudgetUse
 
 
 def run_report(
-    console: Console, runs_dir: Path, names: Sequence[str], since: str | None, dashboards_dir: Path
+    console: Console,
+    runs_dir: Path,
+    names: Sequence[str],
+    since: str | None,
+    dashboards_dir: Path,
+    guard: LedgerGuard,
 ) -> list[Path]:
-    """Print the spend tables and write the dashboards; returns the dashboard paths."""
+    """Print the spend tables and write the dashboards; returns the dashboard paths. Each store's
+    ledger is refreshed as ``guard`` lets it (not beside its execution: ``add_ledger``)."""
     day = parse_since(since)
-    spend = load_spend(runs_dir, names, day)
+    spend = load_spend(runs_dir, names, day, guard)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
     uses = [] if day else run_budget_uses(spend, run_folders(runs_dir, names))
     if uses:
         console.print(budget_table(uses))
     console.print(spend_summary(spend))
+    for folder, writer in spend.busy:
+        console.print(
+            f"{folder}: {writer}; its spend is shown as it stands, and its {LEDGER_NAME} is left for "
+            "that process to write"
+        )
     if day:
         console.print("budgets count the whole run: run the report without --since to see their use")
     if spend.unknown_calls:

@@ -301,6 +301,24 @@ def exporting(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
+def refreshing_ledger(folder: Path) -> Iterator[str | None]:
+    """For a report (``costs.report.LedgerGuard``): the store folder's lock while the block rewrites
+    its ``ledger.parquet`` (None is yielded), or, when an execution or a merge holds it, nothing held
+    and who that is. The ledger is then theirs: a report rewriting it beside an execution could
+    rename a ledger read before the execution's last charges over the one it has just exported."""
+    paths = RunPaths(folder)
+    hold = contextlib.ExitStack()
+    try:
+        hold.enter_context(holding(folder, f"refreshing the cost ledger of {what_runs_in(paths)}", ""))
+    except RunBusy:
+        holder = _read_holder(lock_path(folder))
+        yield holder.describe() if holder else "another process (it has not said which yet)"
+        return
+    with hold:
+        yield None
+
+
+@contextlib.contextmanager
 def merging(run: RunPaths, shards: list[RunPaths]) -> Iterator[None]:
     """The run's lock (merge writes its store) and each shard's (a shard still executing would
     be merged half-done), all held while the merge runs."""
