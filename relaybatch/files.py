@@ -9,21 +9,58 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+# A temporary of ``replaced_atomically``: ``.<final name>.tmp-<pid of its writer>``.
+_TEMPORARY = re.compile(r"\..+\.tmp-(\d+)")
+_GUARD = threading.Lock()
+_WRITING: set[Path] = set()  # temporaries this process is writing now (media downloads overlap)
+_SWEPT: set[Path] = set()  # folders this process has cleared of abandoned temporaries
 
 
 @contextlib.contextmanager
 def replaced_atomically(path: Path) -> Iterator[Path]:
     """Yield a temporary name beside ``path`` to write to; on success it is renamed to ``path``
-    (``os.replace`` is atomic within one folder), on an error it is removed."""
+    (``os.replace`` is atomic within one folder), on an error it is removed. The folder's
+    temporaries that a process killed outright left behind are removed first (``_clear_abandoned``).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with _GUARD:
+        _WRITING.add(temporary.absolute())
     try:
+        _clear_abandoned(path.parent.absolute())
         yield temporary
         os.replace(temporary, path)
     finally:
+        with _GUARD:
+            _WRITING.discard(temporary.absolute())
         temporary.unlink(missing_ok=True)
+
+
+def _clear_abandoned(folder: Path) -> None:
+    """Remove ``folder``'s (an absolute path) temporaries whose writer is gone (SIGKILL, the OOM
+    killer: no ``finally`` runs), once per folder and process: a media folder holds a file per item,
+    and listing it before every write would cost a million listings of up to a million names.
+    Those of a live process are kept: another export writing right now (`relaybatch export` beside
+    a run's own export), whose rename would fail at its end; so are this process's own in progress
+    (another thread's, an overlapping download's). One of this pid that this process is not writing
+    was left by an earlier process given the same pid (a container restarted)."""
+    with _GUARD:
+        if folder in _SWEPT:
+            return
+        _SWEPT.add(folder)
+    with os.scandir(folder) as entries:
+        names = [entry.name for entry in entries if entry.name.startswith(".") and ".tmp-" in entry.name]
+    for name in names:
+        found = _TEMPORARY.fullmatch(name)
+        if found is None or _alive(int(found[1])):
+            continue
+        with _GUARD:  # a write of this process starting now adds its name first, then creates it
+            if folder / name not in _WRITING:
+                (folder / name).unlink(missing_ok=True)
 
 
 def write_bytes_atomically(path: Path, content: bytes) -> Path:
@@ -38,19 +75,9 @@ def write_text_atomically(path: Path, text: str) -> Path:
     return path
 
 
-def abandoned_temporaries(folder: Path, pattern: str) -> Iterator[Path]:
-    """Temporary files of ``replaced_atomically`` in ``folder`` (matching ``pattern``) whose writer
-    is gone (a crash half-way): those of a live process are another export writing right now
-    (`relaybatch export` beside a run's own export), not to be removed under it."""
-    for temporary in folder.glob(pattern) if folder.is_dir() else []:
-        pid = temporary.name.rpartition(".tmp-")[2]
-        if not (pid.isdigit() and _alive(int(pid))):
-            yield temporary
-
-
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
-        return False  # this process writes one file at a time: a leftover of its own is abandoned
+        return False  # callers skip what this process is writing: the rest of its pid is a leftover
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -39,7 +39,7 @@ from relaybatch.engine.result_columns import (
 )
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.export_marks import is_current, marked
-from relaybatch.files import abandoned_temporaries, replaced_atomically
+from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas
 
 arrow_without_pandas()  # the exports hand pyarrow lists, never pandas objects
@@ -292,8 +292,6 @@ def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
 
     A job's file already exported from the store as it is now (its footer carries the store's
     change mark, export_marks.py) is kept as it is: re-running a finished run rewrites nothing."""
-    for stale in abandoned_temporaries(results_dir, ".*.parquet.tmp-*"):
-        stale.unlink(missing_ok=True)  # left by an export that crashed half-way
     mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
     release_unused()  # start from what is live: what the execution freed goes back first
     with store.scanning():  # every item is read once: a big page cache would only fill up
