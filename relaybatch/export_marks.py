@@ -10,34 +10,21 @@ unreadable footer, another relaybatch version) means the file is written again.
 
 The mark says what the file was exported from, not that it is unchanged since: a file edited in
 place by a tool that keeps the footer's metadata (``pyarrow.parquet.write_table`` of a table read
-from it does) still carries it. So an export asked for by the user (`relaybatch export`) is made
-under ``rewriting()``, which trusts no mark: every file is written again from the store.
+from it does) still carries it. So an export asked for by the user (`relaybatch export`) passes
+``rewrite=True`` to the writers (``export_results``, ``write_ledger``): they trust no mark and
+write every file again from the store. A parameter, not a context variable: a task started inside
+a context would carry the rewrite on after it, and nothing at the call would show it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from relaybatch import __version__
 
 MARK_KEY = b"relaybatch.export"
-# Set by ``rewriting()``: the exports made meanwhile (in this thread or task) keep no file.
-_REWRITING = contextvars.ContextVar("relaybatch_export_rewriting", default=False)
-
-
-@contextlib.contextmanager
-def rewriting() -> Iterator[None]:
-    """Exports made inside write every file again, whatever mark it carries (a rebuild)."""
-    token = _REWRITING.set(True)
-    try:
-        yield
-    finally:
-        _REWRITING.reset(token)
 
 
 def marked(schema: Any, kind: str, mark: str) -> Any:
@@ -48,12 +35,11 @@ def marked(schema: Any, kind: str, mark: str) -> Any:
 
 
 def is_current(path: Path, kind: str, mark: str) -> bool:
-    """Whether ``path`` is an export of ``kind`` written by this relaybatch from a store at ``mark``
-    (always False inside ``rewriting()``)."""
+    """Whether ``path`` is an export of ``kind`` written by this relaybatch from a store at ``mark``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if _REWRITING.get() or not path.is_file():
+    if not path.is_file():
         return False
     try:
         metadata = pq.read_metadata(path).metadata or {}

@@ -772,12 +772,15 @@ def _charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
     return values
 
 
-def write_ledger(store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS) -> Path:
+def write_ledger(
+    store: CostStore, path: Path, batch_rows: int = EXPORT_BATCH_ROWS, rewrite: bool = False
+) -> Path:
     """Export the store to Parquet in batches (memory stays flat), under a temporary name, then rename.
 
-    A ledger already exported from the store as it is now (the change mark in its footer) is kept."""
+    A ledger already exported from the store as it is now (the change mark in its footer) is kept,
+    unless ``rewrite`` (`relaybatch export`: trust no mark)."""
     mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
-    if mark and is_current(path, LEDGER_EXPORT, mark):
+    if mark and not rewrite and is_current(path, LEDGER_EXPORT, mark):
         return path
     release_unused()  # start from what is live: what the execution freed goes back first
     names = ", ".join(column.name for column in ledger_schema())

@@ -286,19 +286,20 @@ def export_job(store: CheckpointStore, job: str, path: Path, mark: str | None = 
     return path
 
 
-def export_results(store: CheckpointStore, results_dir: Path) -> list[Path]:
+def export_results(store: CheckpointStore, results_dir: Path, rewrite: bool = False) -> list[Path]:
     """One Parquet file per job of the current manifest, one row per item it produces (superseded
     items are kept in the store, never exported); files of jobs it no longer has are removed.
 
     A job's file already exported from the store as it is now (its footer carries the store's
-    change mark, export_marks.py) is kept as it is: re-running a finished run rewrites nothing."""
+    change mark, export_marks.py) is kept as it is: re-running a finished run rewrites nothing.
+    ``rewrite``: trust no mark, write every file again (`relaybatch export`)."""
     mark = store.change_mark()  # before reading: a write meanwhile makes the next export write again
     release_unused()  # start from what is live: what the execution freed goes back first
     with store.scanning():  # every item is read once: a big page cache would only fill up
         written = []
         for job in store.jobs():
             path = results_dir / f"{safe_file_name(job)}.parquet"
-            current = is_current(path, RESULTS_EXPORT, mark)
+            current = not rewrite and is_current(path, RESULTS_EXPORT, mark)
             written.append(path if current else export_job(store, job, path, mark))
     for old in set(results_dir.glob("*.parquet")) - set(written):
         old.unlink()

@@ -138,11 +138,11 @@ async def execute_run(
             return refused_before_sending(paths, error)
 
 
-def export_run_results(paths: RunPaths) -> list[Path]:
+def export_run_results(paths: RunPaths, rewrite: bool = False) -> list[Path]:
     """The results Parquet files from the checkpoint store; a job's file already exported from
-    the store as it is now is kept (export_marks.py)."""
+    the store as it is now is kept (export_marks.py), unless ``rewrite``."""
     with exporting(paths), CheckpointStore(paths.checkpoint) as store:
-        return export_results(store, paths.results)
+        return export_results(store, paths.results, rewrite=rewrite)
 
 
 def rebuild_run_exports(paths: RunPaths) -> list[Path]:
@@ -151,14 +151,13 @@ def rebuild_run_exports(paths: RunPaths) -> list[Path]:
     deleted, edited or copied over (a no-op run keeps a file whose footer carries the store's mark,
     and an edit in place can keep that footer)."""
     from relaybatch.costs import CostStore, write_ledger
-    from relaybatch.export_marks import rewriting
 
-    with exporting(paths), rewriting():
-        results = export_run_results(paths)
+    with exporting(paths):
+        results = export_run_results(paths, rewrite=True)
         if paths.cost_store.exists():
             costs = CostStore(paths.cost_store)
             try:
-                write_ledger(costs, paths.ledger)
+                write_ledger(costs, paths.ledger, rewrite=True)
             finally:
                 costs.close()
     return results

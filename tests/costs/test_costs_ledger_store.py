@@ -57,6 +57,23 @@ def test_a_group_that_fails_writes_nothing(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_rewrite_writes_the_ledger_again_whatever_its_mark(tmp_path: Path) -> None:
+    fill_cost_store(tmp_path)
+    store = CostStore(tmp_path / "costs.sqlite")
+    ledger = tmp_path / "ledger.parquet"
+    try:
+        write_ledger(store, ledger)
+        inode = ledger.stat().st_ino
+        # `relaybatch export`: the file may have been edited in place, footer kept; it says so itself.
+        write_ledger(store, ledger, rewrite=True)
+        assert ledger.stat().st_ino != inode and pq.read_table(ledger).num_rows == 20
+        inode = ledger.stat().st_ino
+        write_ledger(store, ledger)  # no rewrite asked: the mark is trusted again
+        assert ledger.stat().st_ino == inode
+    finally:
+        store.close()
+
+
 def test_the_ledger_of_an_unchanged_cost_store_is_not_written_again(tmp_path: Path) -> None:
     fill_cost_store(tmp_path)
     store = CostStore(tmp_path / "costs.sqlite")
