@@ -467,6 +467,12 @@ class CheckpointStore:
             "line integer, primary key (kind, digest)) without rowid"
         )
 
+    def release_cache(self) -> None:
+        """Give back the page cache's memory (the connection stays open; pages are read again if
+        needed): what follows an execution (the ledger Parquet) does not read this store, and its
+        peak would otherwise sit on top of a full cache (CACHE_KIB)."""
+        self.db.execute("PRAGMA shrink_memory")
+
     @contextlib.contextmanager
     def scanning(self) -> Iterator[None]:
         """A small page cache while whole tables are read once (an export): each page is used

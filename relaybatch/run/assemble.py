@@ -355,6 +355,7 @@ async def open_run(
             guard = await stack.enter_async_context(
                 spend_guard_for_run(store, client, budgets=budgets(saved), providers=saved.get("providers"))
             )
+            stack.callback(store.release_cache)  # before the guard closes and writes the ledger
             yield OpenRun(store, client, engine_settings(saved, cancel_remote_on_stop), bucket, guard)
 
 

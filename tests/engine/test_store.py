@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from engine_items import chat
+from engine_items import chat, item
 
 from relaybatch.engine import Change, CheckpointStore
 from relaybatch.engine.store import CACHE_KIB, SCAN_CACHE_KIB
@@ -308,6 +308,36 @@ def test_scanning_shrinks_the_page_cache_and_restores_it(store: CheckpointStore)
     with store.scanning():
         assert cache_kib() == SCAN_CACHE_KIB
     assert cache_kib() == CACHE_KIB > SCAN_CACHE_KIB
+
+
+def _sqlite_memory_used() -> int:
+    """Bytes SQLite's allocator holds now (``sqlite3_memory_used``), from the library Python uses."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        used = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0").sqlite3_memory_used
+    except (OSError, AttributeError):
+        pytest.skip("sqlite3 is built into Python's module here: its memory cannot be read")
+    used.restype, used.argtypes = ctypes.c_int64, []
+    return int(used())
+
+
+def test_release_cache_gives_back_the_page_cache_and_the_store_stays_usable(store: CheckpointStore) -> None:
+    """After an execution the ledger's write would otherwise sit on top of a full cache."""
+    long_question = {"role": "user", "content": "x" * 2_000}
+    requests = [
+        {"model": "relay-chat-small", "messages": [long_question], "max_tokens": n} for n in range(3_000)
+    ]
+    store.add_items([item("chat", request, f"chat-{n}") for n, request in enumerate(requests)])  # about 6 MB
+    assert sum(1 for _ in store.iter_current_items("job")) == 3_000  # the cache fills as they are read
+    before = _sqlite_memory_used()
+
+    store.release_cache()
+
+    assert before - _sqlite_memory_used() > 3_000_000
+    assert sum(1 for _ in store.iter_current_items("job")) == 3_000
+    assert -int(store.db.execute("pragma cache_size").fetchone()[0]) == CACHE_KIB  # only the pages went
 
 
 def test_calls_of_items_in_some_states_only(store: CheckpointStore) -> None:
