@@ -87,6 +87,8 @@ class Clock:
         # --growth: what each phase left allocated, from tracemalloc snapshots at its ends
         self.growth = os.environ.get("RELAYBATCH_PHASES_GROWTH")
         self.snapshots: list[tracemalloc.Snapshot] = []
+        self.trimmed_kb: dict[str, int] = {}  # RSS when the phase last ended, after malloc_trim(0)
+        self.trim = _malloc_trim() if os.environ.get("RELAYBATCH_PHASES_TRIM") else None
 
     def switch(self, phase: str | None) -> None:
         now = time.process_time()
@@ -101,6 +103,9 @@ class Clock:
             ended = self.stack.pop()
             self.peak_kb[ended] = max(self.peak_kb.get(ended, 0), _peak_kb())
             self.end_kb[ended] = _rss_kb()
+            if self.trim is not None:  # --trim: what is live, once the C heap's free pages go back
+                self.trim(0)
+                self.trimmed_kb[ended] = _rss_kb()
             arrow = sys.modules.get("pyarrow")
             if arrow is not None:
                 self.arrow_kb[ended] = arrow.total_allocated_bytes() // 1024
@@ -161,6 +166,15 @@ def _sqlite_counters() -> Any:
         return None  # sqlite3 built into Python's module: no figure
     highwater.restype, highwater.argtypes = ctypes.c_int64, [ctypes.c_int]
     return highwater
+
+
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``: free pages of the C heap go back to the system."""
+    import ctypes
+
+    trim = ctypes.CDLL(None).malloc_trim
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def _rss_kb() -> int:
@@ -277,6 +291,7 @@ def child(result_path: Path, arguments: list[str]) -> None:
             "arrow_kb": clock.arrow_kb,
             "python_kb": clock.python_kb,
             "sqlite_kb": clock.sqlite_kb,
+            "trimmed_kb": clock.trimmed_kb,
             "exit": code,
         }
         result_path.write_text(json.dumps(figures))
@@ -338,14 +353,14 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
         peaks: dict[str, int] = figures["peak_kb"]  # type: ignore[assignment]
         total = sum(cpu.values())
         print(f"\n{name}: {items:,} items, wall {wall:.1f} s, CPU {total:.1f} s, exit {figures['exit']}")
-        names = ("peak_kb", "sampled_kb", "end_kb", "arrow_kb", "sqlite_kb", "python_kb")
+        names = ("peak_kb", "sampled_kb", "end_kb", "trimmed_kb", "arrow_kb", "sqlite_kb", "python_kb")
         memory = [figures.get(name, {}) for name in names]
         print(
             "| phase | CPU s | CPU us/item | share | peak RSS at its end, MB | highest RSS sampled in it, MB "
-            "| RSS at its end, MB | Arrow pool at its end, MB | SQLite peak in it, MB "
-            "| Python peak in it (tracemalloc), MB |"
+            "| RSS at its end, MB | the same after malloc_trim (--trim), MB | Arrow pool at its end, MB "
+            "| SQLite peak in it, MB | Python peak in it (tracemalloc), MB |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for phase in PHASES:
             seconds = cpu.get(phase, 0.0)
             cells = [_mb(figure.get(phase)) for figure in memory]  # type: ignore[attr-defined]
@@ -355,7 +370,7 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
                 + " |"
             )
         peak_mb = max(peaks.values()) / 1024
-        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | | |")
+        print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | | | |")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
 
 
@@ -377,6 +392,12 @@ def main() -> None:
     parser.add_argument("--profile", help="Also write a cProfile file (CPU clock) per run: PATH.<run>")
     parser.add_argument("--tracemalloc", action="store_true", help="Python's own peak per phase (slow)")
     parser.add_argument(
+        "--trim",
+        action="store_true",
+        help="At each phase's end give the C heap's free pages back (malloc_trim) and note what stays: "
+        "the memory still live, apart from what the allocator kept",
+    )
+    parser.add_argument(
         "--growth",
         help="Also write what Python allocations each phase left behind, by source line (tracemalloc "
         "snapshots at each phase's ends; slow): PATH.<run>",
@@ -395,6 +416,8 @@ def main() -> None:
         os.environ["RELAYBATCH_PHASES_SET"] = args.set
     if args.growth:
         os.environ["RELAYBATCH_PHASES_GROWTH"] = args.growth
+    if args.trim:
+        os.environ["RELAYBATCH_PHASES_TRIM"] = "1"
     runs = [run for run in RUNS if run in args.runs.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-phases-") as folder:
         report(measure(args.items, Path(folder), runs))
