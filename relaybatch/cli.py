@@ -243,7 +243,7 @@ def _run(
         # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
         # nothing is written unless every row is valid.
         check = functools.partial(_catalog_check, base_url=base_url)
-        planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold)
+        planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
         if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
             typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
         if server is None:
@@ -293,6 +293,10 @@ def _run(
             )
         typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(1)
+
+
+def _say_run(line: str) -> None:
+    typer.echo(f"relaybatch run: {line}", err=True)
 
 
 _PLANNED_NOTES = {

@@ -312,6 +312,11 @@ class CostStore:
             return None
         return store
 
+    def layout(self) -> int:
+        """The store's layout (``PRAGMA user_version``); below SCHEMA_VERSION, the first open for
+        writing migrates it."""
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
     def _check_layout(self) -> int:
         version: int = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:

@@ -489,6 +489,11 @@ class CheckpointStore:
     def open_read_only(cls, path: Path) -> CheckpointStore:
         return cls(path, read_only=True)
 
+    def layout(self) -> int:
+        """The store's layout (``PRAGMA user_version``); below SCHEMA_VERSION, the first open for
+        writing migrates it."""
+        return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
     def close(self) -> None:
         self.db.conn.close()
 

@@ -167,6 +167,7 @@ def plan_run(
     overrides: RunOverrides | None = None,
     check: Callable[[Validation], None] | None = None,
     hold: contextlib.ExitStack | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> PlannedRun:
     """Validate the manifest and make the run's store hold its items (a shard: its share).
 
@@ -178,7 +179,8 @@ def plan_run(
     when data files only grew, else the whole manifest. Settings (and ``overrides``) are saved
     every time. Raises RunBusy when another process is executing (or merging) the same store; with
     ``hold`` given, its lock stays held until the caller closes ``hold`` (`relaybatch run` keeps it
-    from planning to export).
+    from planning to export). ``say`` is told, before it starts, of a store that is first upgraded
+    to this version's layout (it takes a while for a big run, once).
     """
     overrides = overrides or RunOverrides()
     manifest = open_manifest(manifest_path)
@@ -202,6 +204,9 @@ def plan_run(
             decision = decision.whole("shard stores were folded into the run")
             validation = _validated(manifest, decision, paths, seen_in, check)
         settings = stored_settings(manifest, shard, overrides)
+        if say is not None:
+            for note in upgrade_notes(paths):
+                say(note)
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)
             store.record_manifest(resolved, decision.manifest_sha256)
@@ -218,6 +223,35 @@ def plan_run(
     return PlannedRun(
         paths, label, counts.added, counts.superseded, counts.restored, name, planned=decision.status
     )
+
+
+def upgrade_notes(paths: RunPaths) -> list[str]:
+    """A line for each store of the run kept in an older layout: the first open for writing migrates
+    it, once, in one transaction (about 20 s of a million items' checkpoint; the cost store about as
+    long per million charges, benchmarks/RESULTS.md), and a user should not take that for a hang."""
+    from relaybatch.costs import CostStore
+    from relaybatch.costs.ledger import SCHEMA_VERSION as COST_LAYOUT
+    from relaybatch.engine.store import SCHEMA_VERSION as CHECKPOINT_LAYOUT
+
+    notes = []
+    olds: list[tuple[str, int, int, dict[str, int] | None]] = []
+    if paths.checkpoint.is_file():
+        with CheckpointStore.open_read_only(paths.checkpoint) as store:
+            olds.append(("checkpoint", store.layout(), CHECKPOINT_LAYOUT, store.count_by_state()))
+    costs = CostStore.open_read_only(paths.cost_store)
+    if costs is not None:
+        try:
+            olds.append(("cost", costs.layout(), COST_LAYOUT, None))
+        finally:
+            costs.close()
+    for name, old, new, counts in olds:
+        if old < new:
+            size = f" of {sum(counts.values()):,} items" if counts else ""
+            notes.append(
+                f"the {name} store{size} is upgraded from layout {old} to {new} first "
+                "(once; about half a minute per million items)"
+            )
+    return notes
 
 
 def _validated(
