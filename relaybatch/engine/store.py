@@ -88,23 +88,6 @@ __all__ = [
     "Row",
 ]
 
-# Columns a change may set besides state; anything else is a programming error, caught early.
-_CHANGEABLE = frozenset(
-    {
-        "attempts",
-        "remote_id",
-        "last_error",
-        "result",
-        "not_before",
-        "submitted_at",
-        "finished_at",
-        "latency_ms",
-        "limiter_wait_ms",
-        "cost_usd",
-        "cost_detail",
-        "retryable",
-    }
-)
 # Which manifest the run belongs to (identity), and when its last execution started and ended
 # (started without an end: the process died).
 _RUN_COLUMNS_ADDED = (
@@ -184,6 +167,9 @@ ITEM_COLUMNS = (
     "cost_detail",
     "retryable",
 )
+# Columns a change may set besides state (what an answer, a retry or a poll writes: those after the
+# state); anything else is a programming error, caught early.
+_CHANGEABLE = frozenset(ITEM_COLUMNS[ITEM_COLUMNS.index("state") + 1 :])
 _TIME_COLUMNS = ("submitted_at", "finished_at")
 # Layout 2's source as the text the item was planned with: "path:line", or the path alone.
 _SOURCE_SQL = (

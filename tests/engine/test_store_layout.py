@@ -24,13 +24,18 @@ from relaybatch.manifests import Item
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_layout0.sql"
 
 
-def layout0_store(folder: Path) -> Path:
+def store_from_fixture(folder: Path, fixture: Path) -> Path:
+    """``folder/run/checkpoint.sqlite`` made by a fixture's SQL (an older layout's DDL and rows)."""
     path = folder / "run" / "checkpoint.sqlite"
-    path.parent.mkdir()
+    path.parent.mkdir(parents=True)
     connection = sqlite3.connect(path)
-    connection.executescript(FIXTURE.read_text(encoding="utf-8"))
+    connection.executescript(fixture.read_text(encoding="utf-8"))
     connection.close()
     return path
+
+
+def layout0_store(folder: Path) -> Path:
+    return store_from_fixture(folder, FIXTURE)
 
 
 def columns(path: Path, table: str) -> set[str]:
@@ -180,12 +185,7 @@ FIXTURE_1 = Path(__file__).parent / "fixtures" / "checkpoint_layout1.sql"
 
 
 def layout1_store(folder: Path) -> Path:
-    path = folder / "run" / "checkpoint.sqlite"
-    path.parent.mkdir(parents=True)
-    connection = sqlite3.connect(path)
-    connection.executescript(FIXTURE_1.read_text(encoding="utf-8"))
-    connection.close()
-    return path
+    return store_from_fixture(folder, FIXTURE_1)
 
 
 def everything(store: CheckpointStore) -> tuple[list[dict], list[dict], dict]:
@@ -407,12 +407,7 @@ FIXTURE_2 = Path(__file__).parent / "fixtures" / "checkpoint_layout2.sql"
 
 
 def layout2_store(folder: Path) -> Path:
-    path = folder / "run" / "checkpoint.sqlite"
-    path.parent.mkdir(parents=True)
-    connection = sqlite3.connect(path)
-    connection.executescript(FIXTURE_2.read_text(encoding="utf-8"))
-    connection.close()
-    return path
+    return store_from_fixture(folder, FIXTURE_2)
 
 
 def job_views(store: CheckpointStore) -> dict[str, object]:
