@@ -25,6 +25,10 @@ manifest no longer only grew, so the whole manifest is planned again (its memory
     .venv/bin/python benchmarks/cli_phases.py                  # 20,000 items
     .venv/bin/python benchmarks/cli_phases.py --items 200000 --runs new,edit
     .venv/bin/python benchmarks/cli_phases.py --profile /tmp/phases   # cProfile files too, per run
+    .venv/bin/python benchmarks/cli_phases.py --items 100000 --runs new --growth /tmp/growth
+        # what each phase left allocated in Python, by source line (tracemalloc; slow)
+    .venv/bin/python benchmarks/cli_phases.py --items 300000 --runs new --trim
+        # and the resident set at each phase's end once the C heap's free pages went back
 """
 
 from __future__ import annotations
