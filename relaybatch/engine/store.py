@@ -371,16 +371,7 @@ class CheckpointStore:
         if "source_file" in columns:  # layout 2
             values["source_file"], values["source_line"] = "items.source_file", "items.source_line"
         else:
-            path = source_sql("items.source", "path")
-            self.db.execute(
-                f"insert or ignore into source_files (path) select {path} from items "
-                "where items.source is not null group by 1 order by min(rowid)"
-            )
-            values["source_file"] = f"(select id from source_files where path = {path})"
-            values["source_line"] = source_sql("items.source", "line")
-            for name in _TIME_COLUMNS:
-                if name in columns:
-                    values[name] = _ISO_MS_SQL.format(f"items.{name}")
+            values.update(self._from_source_text("items", "items", "main", columns))
         self.db.execute(
             "insert or ignore into jobs (name) select job from items group by job order by min(rowid)"
         )
@@ -784,16 +775,28 @@ class CheckpointStore:
                 "where o.id = x.source_file)"
             )
         elif "source" in theirs:
-            path = source_sql("x.source", "path")
-            self.db.execute(
-                f"insert or ignore into main.source_files (path) select {path} from other.items as x "
-                "where x.source is not null group by 1"
-            )
-            values["source_file"] = f"(select id from main.source_files where path = {path})"
-            values["source_line"] = source_sql("x.source", "line")
-            for name in _TIME_COLUMNS:
-                if name in values:
-                    values[name] = _ISO_MS_SQL.format(f"x.{name}")
+            values.update(self._from_source_text("other.items as x", "x", "main", values))
+        return values
+
+    def _from_source_text(
+        self, table: str, alias: str, database: str, columns: Collection[str]
+    ) -> dict[str, str]:
+        """Layouts 0 and 1 (``source`` as "path:line" text, ISO times) as layout 2 and after: each
+        data file's path into ``database``'s ``source_files`` (in the order of their first items),
+        and the columns that read ``table`` (as ``alias``) in those terms: the file's id, the line,
+        and the times ``columns`` has as integer milliseconds. Migration and absorb share it."""
+        path = source_sql(f"{alias}.source", "path")
+        self.db.execute(
+            f"insert or ignore into {database}.source_files (path) select {path} from {table} "
+            f"where {alias}.source is not null group by 1 order by min({alias}.rowid)"
+        )
+        values = {
+            "source_file": f"(select id from {database}.source_files where path = {path})",
+            "source_line": source_sql(f"{alias}.source", "line"),
+        }
+        for name in _TIME_COLUMNS:
+            if name in columns:
+                values[name] = _ISO_MS_SQL.format(f"{alias}.{name}")
         return values
 
     def _move_matching(self, where: str, change_for: Any, stamp: int) -> int:
