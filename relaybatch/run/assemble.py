@@ -233,25 +233,23 @@ def upgrade_notes(paths: RunPaths) -> list[str]:
     from relaybatch.costs.ledger import SCHEMA_VERSION as COST_LAYOUT
     from relaybatch.engine.store import SCHEMA_VERSION as CHECKPOINT_LAYOUT
 
-    notes = []
-    olds: list[tuple[str, int, int, dict[str, int] | None]] = []
+    olds: list[tuple[str, int, int]] = []  # what, its layout, this version's
     if paths.checkpoint.is_file():
         with CheckpointStore.open_read_only(paths.checkpoint) as store:
-            olds.append(("checkpoint", store.layout(), CHECKPOINT_LAYOUT, store.count_by_state()))
+            if (old := store.layout()) < CHECKPOINT_LAYOUT:  # counted only then: this runs before every plan
+                items = sum(store.count_by_state().values())
+                olds.append((f"checkpoint store of {items:,} items", old, CHECKPOINT_LAYOUT))
     costs = CostStore.open_read_only(paths.cost_store)
     if costs is not None:
         try:
-            olds.append(("cost", costs.layout(), COST_LAYOUT, None))
+            if (old := costs.layout()) < COST_LAYOUT:
+                olds.append(("cost store", old, COST_LAYOUT))
         finally:
             costs.close()
-    for name, old, new, counts in olds:
-        if old < new:
-            size = f" of {sum(counts.values()):,} items" if counts else ""
-            notes.append(
-                f"the {name} store{size} is upgraded from layout {old} to {new} first "
-                "(once; about half a minute per million items)"
-            )
-    return notes
+    return [
+        f"the {what} is upgraded from layout {old} to {new} first (once; about half a minute a million items)"
+        for what, old, new in olds
+    ]
 
 
 def _validated(
