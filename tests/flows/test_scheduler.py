@@ -139,12 +139,15 @@ def test_cron_deployment_gets_scheduled_runs_and_one_completes_through_serve(
             return [run for run in runs if run.get("auto_scheduled")]
 
         runs = _wait_for("scheduled flow runs created by the scheduler", scheduled_runs, START_SECONDS, logs)
-        assert all(run["state_type"] == "SCHEDULED" for run in runs)
-        # Make the earliest one due now instead of at the next minute boundary.
+        # Near a minute boundary serve may already have picked the earliest up: scheduled or on its way.
+        healthy = ("SCHEDULED", "PENDING", "RUNNING", "COMPLETED")
+        assert all(run["state_type"] in healthy for run in runs), runs
+        assert any(run["state_type"] == "SCHEDULED" for run in runs)  # the schedule goes on
         first = min(runs, key=lambda run: run["expected_start_time"])
-        due = {"type": "SCHEDULED", "state_details": {"scheduled_time": datetime.now(UTC).isoformat()}}
-        answer = http.post(f"/flow_runs/{first['id']}/set_state", json={"state": due, "force": True})
-        assert answer.status_code in (200, 201), answer.text
+        if first["state_type"] == "SCHEDULED":  # due now instead of at the next minute boundary
+            due = {"type": "SCHEDULED", "state_details": {"scheduled_time": datetime.now(UTC).isoformat()}}
+            answer = http.post(f"/flow_runs/{first['id']}/set_state", json={"state": due, "force": True})
+            assert answer.status_code in (200, 201), answer.text
 
         def finished() -> str | None:
             state = http.get(f"/flow_runs/{first['id']}").json()["state_type"]
