@@ -298,6 +298,7 @@ class CheckpointStore:
             )
             connection.execute("PRAGMA busy_timeout=10000")
             self.db = sqlite_utils.Database(connection)
+            self._read_old_layout_as_it_is()
             self._events_by_rowid = "item" in self.db.table("events").columns_dict
             # Layout 2's items (source file ids, times in milliseconds) and layout 3's (job ids);
             # older ones read as they are.
@@ -323,6 +324,20 @@ class CheckpointStore:
         self._events_by_rowid = True
         self._compact_items = True
         self._job_ids = True
+
+    def _read_old_layout_as_it_is(self) -> None:
+        """A reader of an older layout keeps one read transaction until it closes: the store as it
+        was when opened, whatever another process migrates meanwhile. Its queries are chosen by the
+        layout seen at open, so between two of them a migration committed by a writer would turn
+        them into "no such column" errors, or job ids shown as names. A WAL snapshot costs the
+        writer nothing (it migrates and commits beside it); readers of the current layout, which
+        no migration changes, read each statement afresh as before, and so does a reader of a store
+        not in WAL mode (relaybatch never made one), where the snapshot would lock the writer out."""
+        self.db.execute("BEGIN")
+        self.db.execute("select count(*) from sqlite_schema").fetchone()  # the snapshot starts here
+        wal = self.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        if self.layout() >= SCHEMA_VERSION or not wal:
+            self.db.execute("COMMIT")
 
     def _create_tables(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -350,12 +365,17 @@ class CheckpointStore:
         """After a migration: the old tables' pages, now free, given back to the file system
         (``VACUUM``; about 2 s for 200,000 items, once), else the file would keep both copies'
         size until later writes reused them. Not essential: skipped when another connection
-        holds the store (the free pages are reused then)."""
+        holds the store (the free pages are reused then). Never waits for a reader: one that opened
+        the old layout reads its snapshot until it closes (``_read_old_layout_as_it_is``), and the
+        checkpoint would wait for it (busy_timeout) only to be skipped; later checkpoints finish it."""
         try:
             self.db.execute("VACUUM")
+            self.db.execute("PRAGMA busy_timeout=0")
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError:
             pass
+        finally:
+            self.db.execute("PRAGMA busy_timeout=10000")
 
     def _rebuild_items(self) -> None:
         """Layouts 0, 1 and 2 to 3, in one copy of the table (rowids kept: events refer to them):

@@ -504,3 +504,51 @@ def test_a_new_store_has_larger_pages_and_an_old_one_keeps_its_own(
         migrated.add_items([chat(2)])
         assert migrated.count_by_state() == {"done": 2, "pending": 2, "failed": 1, "submitted": 1}
     assert page_size(old) == 4096
+
+
+def wal_store_from_fixture(folder: Path, layout: int) -> Path:
+    """An older layout's store in WAL mode, as relaybatch always left its stores."""
+    path = store_from_fixture(folder, FIXTURE.with_name(f"checkpoint_layout{layout}.sql"))
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.close()
+    return path
+
+
+def figures(reader: CheckpointStore) -> tuple[object, ...]:
+    """What `relaybatch status` and the reports read of a store."""
+    return (
+        reader.count_by_job_and_state(),
+        reader.jobs(),
+        [(row["job"], row["source"], row["state"]) for row in reader.iter_items()],
+        list(reader.iter_events()),
+        reader.failure_reasons(),
+    )
+
+
+@pytest.mark.parametrize("layout", [0, 1, 2])
+def test_a_reader_open_while_another_handle_migrates_reads_the_store_as_it_opened_it(
+    tmp_path: Path, layout: int
+) -> None:
+    """`relaybatch status` opened on an old store while a `relaybatch run` opens it for writing:
+    the reader's queries follow the layout it saw, so it keeps reading that layout's snapshot (was:
+    "no such column: e.key", items without a source, job ids shown as names)."""
+    path = wal_store_from_fixture(tmp_path, layout)
+    with CheckpointStore.open_read_only(path) as reader:
+        before = figures(reader)
+        with CheckpointStore(path) as writer:  # migrates, beside the reader, without waiting for it
+            assert writer.layout() == SCHEMA_VERSION
+            migrated = figures(writer)
+        assert figures(reader) == before
+    assert user_version(path) == SCHEMA_VERSION
+    with CheckpointStore.open_read_only(path) as fresh:
+        assert figures(fresh) == before == migrated
+
+
+def test_a_reader_of_the_current_layout_sees_each_new_write(store: CheckpointStore) -> None:
+    """Only an old layout's reader keeps a snapshot: a reader beside a running execution follows it."""
+    store.add_items([chat(1)])
+    with CheckpointStore.open_read_only(store.path) as reader:
+        assert reader.count_by_state() == {"pending": 1}
+        store.add_items([chat(2)])
+        assert reader.count_by_state() == {"pending": 2}
