@@ -499,7 +499,7 @@ def resolve(
     if call is None:
         holder = holder_of(paths.root)
         resolve_unknown(console, paths.root, call, charged, not_charged)
-        if holder is not None:  # its calls in flight have no answer yet either
+        if holder is not None and not holder.momentary:  # its calls in flight have no answer yet either
             console.print(
                 f"executing now: {holder.describe()}; calls it has in flight are listed too and settle "
                 "when they answer"
@@ -507,7 +507,7 @@ def resolve(
         return
     # An execution answers its calls in flight itself: settling one of them from a bill would
     # race its answer. One writer at a time (run/locking.py).
-    with holding(paths.root, f"settling a call of {what_runs_in(paths)}", RESOLVE_ADVICE):
+    with holding(paths.root, f"settling a call of {what_runs_in(paths)}", RESOLVE_ADVICE, momentary=True):
         resolve_unknown(console, paths.root, call, charged, not_charged)
 
 

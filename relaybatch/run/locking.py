@@ -64,6 +64,7 @@ class Holder:
     host: str
     command: str
     since: str
+    momentary: bool = False  # a report's or a settling's hold: seconds, not a whole execution
 
     def describe(self) -> str:
         where = f"pid {self.pid}" + (f" on {self.host}" if self.host != socket.gethostname() else "")
@@ -74,6 +75,17 @@ class Holder:
 
 def lock_path(folder: Path) -> Path:
     return RunPaths(folder).lock
+
+
+def refusal(folder: Path, advice: str) -> RunBusy:
+    """What a process refused ``folder``'s lock is told: who holds it, and what to do. A momentary
+    holder (a report rewriting the ledger, a call being settled) lets go within seconds: whatever
+    the refused one wanted, it only has to run its command again in a moment."""
+    holder = _read_holder(lock_path(folder))
+    who = holder.describe() if holder else "another process (it has not said which yet)"
+    if holder is not None and holder.momentary:
+        advice = MOMENT_ADVICE
+    return RunBusy(f"{folder} is in use by {who}. {advice}")
 
 
 def holder_of(folder: Path) -> Holder | None:
@@ -98,29 +110,28 @@ def holder_of(folder: Path) -> Holder | None:
 
 
 @contextlib.contextmanager
-def holding(folder: Path, activity: str, advice: str) -> Iterator[None]:
+def holding(folder: Path, activity: str, advice: str, momentary: bool = False) -> Iterator[None]:
     """Hold ``folder``'s lock while the block runs, or raise ``RunBusy`` at once.
 
     ``activity`` is what this process does (written for whoever is refused, e.g. "executing run
-    'big'"); ``advice`` ends the refusal this process gets when another holds the lock.
+    'big'"), ``momentary`` whether it lets go within seconds (whoever is refused is told to retry
+    in a moment); ``advice`` ends the refusal this process gets when another holds the lock.
     """
     folder.mkdir(parents=True, exist_ok=True)
-
-    def refused() -> RunBusy:
-        holder = _read_holder(lock_path(folder))
-        who = holder.describe() if holder else "another process (it has not said which yet)"
-        return RunBusy(f"{folder} is in use by {who}. {advice}")
-
-    with _held(lock_path(folder), refused, activity=activity):
+    with _held(lock_path(folder), lambda: refusal(folder, advice), activity=(activity, momentary)):
         yield
 
 
 @contextlib.contextmanager
 def _held(
-    path: Path, refused: Callable[[], RunBusy], activity: str | None = None, shared: bool = False
+    path: Path,
+    refused: Callable[[], RunBusy],
+    activity: tuple[str, bool] | None = None,
+    shared: bool = False,
 ) -> Iterator[None]:
     """``path`` locked (exclusively, or ``shared``) while the block runs, or ``refused()`` raised at
-    once; an exclusive holder describes itself (``activity``) in the file for whoever it refuses."""
+    once; an exclusive holder describes itself (``activity``: what it does, and whether it lets go
+    within seconds) in the file for whoever it refuses."""
     key = (path.resolve(), shared)
     with _GUARD:
         if key in _HELD:  # nested in this process: the lock is already ours
@@ -140,7 +151,9 @@ def _held(
                 os.close(descriptor)  # closing the only descriptor releases the lock
 
 
-def _acquire(path: Path, refused: Callable[[], RunBusy], activity: str | None, shared: bool) -> int:
+def _acquire(
+    path: Path, refused: Callable[[], RunBusy], activity: tuple[str, bool] | None, shared: bool
+) -> int:
     # No O_TRUNC: the holder's description must survive a refused attempt to read it.
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
@@ -152,7 +165,7 @@ def _acquire(path: Path, refused: Callable[[], RunBusy], activity: str | None, s
         os.close(descriptor)
         raise
     if activity is not None:
-        _describe_self(descriptor, activity)
+        _describe_self(descriptor, *activity)
     return descriptor
 
 
@@ -168,9 +181,10 @@ def _lock_or_raise(descriptor: int, mode: int = fcntl.LOCK_EX) -> None:
     fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
 
 
-def _describe_self(descriptor: int, activity: str) -> None:
+def _describe_self(descriptor: int, activity: str, momentary: bool) -> None:
     record = {
         "activity": activity,
+        "momentary": momentary,
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "",
@@ -194,6 +208,7 @@ def _read_holder(path: Path) -> Holder | None:
         host=str(record.get("host") or ""),
         command=str(record.get("command") or ""),
         since=str(record.get("since") or ""),
+        momentary=record.get("momentary") is True,
     )
 
 
@@ -215,6 +230,9 @@ EXPORT_ADVICE = (
 SHARD_ADVICE = (
     "Wait for them to finish (or stop them: Ctrl-C where each runs, or SIGTERM), then run this "
     "command again; or run the shards that are left with --shard and `relaybatch merge` after."
+)
+MOMENT_ADVICE = (
+    "It lets go as soon as that is done (seconds, not a whole execution): run this command again in a moment."
 )
 MERGE_ADVICE = (
     "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
@@ -308,8 +326,9 @@ def refreshing_ledger(folder: Path) -> Iterator[str | None]:
     rename a ledger read before the execution's last charges over the one it has just exported."""
     paths = RunPaths(folder)
     hold = contextlib.ExitStack()
+    activity = f"a report rewriting the cost ledger of {what_runs_in(paths)}"
     try:
-        hold.enter_context(holding(folder, f"refreshing the cost ledger of {what_runs_in(paths)}", ""))
+        hold.enter_context(holding(folder, activity, "", momentary=True))
     except RunBusy:
         holder = _read_holder(lock_path(folder))
         yield holder.describe() if holder else "another process (it has not said which yet)"

@@ -70,7 +70,7 @@ def last_execution_line(store: CheckpointStore) -> str:
         reason = last["stop_reason"]
         return "no execution recorded yet" if reason is None else f"last execution stopped early: {reason}"
     holder = holder_of(store.path.parent)
-    if holder is not None:
+    if holder is not None and not holder.momentary:  # a report's or a settling's hold is not one
         return f"executing now: {holder.describe()}"
     if last["ended_at"] is None:
         return (
@@ -137,7 +137,10 @@ def money_parts(run_dir: Path) -> list[Table | Text]:
         money = run_money(run_dir)
     except sqlite3.Error as error:
         return [Text(f"money: cannot read the cost store of {run_dir}: {error}")]
-    executing = any(holder_of(folder) is not None for folder in store_folders(run_dir))
+    executing = any(
+        holder is not None and not holder.momentary
+        for holder in (holder_of(folder) for folder in store_folders(run_dir))
+    )
     if not money.spend.calls and money.budgets.run_usd is None and not money.budgets.job_usd:
         return [Text("money: nothing spent yet; no budget")]
     parts: list[Table | Text] = [money_table(money)] if money.spend.calls or money.budgets.job_usd else []

@@ -34,6 +34,9 @@ HOLDER = textwrap.dedent(
     folder = Path(sys.argv[1])
     if sys.argv[2:] == ["execute"]:
         held = executing(RunPaths(folder))
+    elif sys.argv[2:] == ["report"]:
+        from relaybatch.run.locking import refreshing_ledger
+        held = refreshing_ledger(folder)
     else:
         held = holding(folder, "executing run 'held'", "wait")
     with held:
@@ -395,3 +398,27 @@ async def test_the_resume_flow_holds_the_lock_through_its_summary(
     await flows.resume_run("many", runs_dir=runs)
 
     assert seen == ["refused"]
+
+
+@pytest.mark.slow
+def test_a_run_refused_by_a_report_rewriting_the_ledger_is_told_to_retry_in_a_moment(tmp_path: Path) -> None:
+    """A `relaybatch report` holds a run folder's lock only while it rewrites the ledger: a run
+    (or anything else) refused meanwhile names the report and its pid and is told to run again in a
+    moment (was: the advice for an execution, "would send the same items twice ... stop it"), and
+    `status` does not call the report an execution."""
+    runs, manifest = _finished_run(tmp_path)
+    emulator = _slow_emulator(tmp_path, 0)
+    report = HelperHolder(runs / "many", "report")  # holds it as `relaybatch report` does
+    try:
+        refused = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+        assert refused.returncode == 1, refused.stdout
+        assert f"a report rewriting the cost ledger of run 'many': pid {report.process.pid}" in refused.stderr
+        assert "run this command again in a moment" in refused.stderr
+        assert "send the same items twice" not in refused.stderr and "Traceback" not in refused.stderr
+        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert status.returncode == 0 and "executing now" not in status.stdout
+        assert "last execution finished" in status.stdout
+    finally:
+        report.kill()
+    again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+    assert again.returncode == 0, again.stderr
