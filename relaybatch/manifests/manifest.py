@@ -29,7 +29,7 @@ from relaybatch.manifests.schema import JobSpec, RunSettings
 from relaybatch.manifests.sources import RowsFrom
 from relaybatch.manifests.text_files import TextFileError, decode_failure, encoding_of
 from relaybatch.manifests.yaml_jobs import YamlJob
-from relaybatch.manifests.yaml_lines import Path_, YamlLimitError, line_of, load_with_lines
+from relaybatch.manifests.yaml_lines import Path_, YamlAmbiguous, YamlLimitError, line_of, load_with_lines
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
 # Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
@@ -272,6 +272,11 @@ def _load_yaml(path: Path) -> tuple[Any, dict[Path_, int]]:
         return load_with_lines(text)
     except (TextFileError, YamlLimitError) as error:
         raise ManifestInvalid([Problem(str(path), error.line, None, error.message)]) from None
+    except YamlAmbiguous as error:
+        located = error.problems
+        raise ManifestInvalid(
+            [Problem(str(path), line, _field_name(loc), text) for line, loc, text in located]
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -349,11 +354,16 @@ _REMOVED = {
 _NOT_A_FIELD = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
 
 
+def _field_name(loc: tuple[Any, ...]) -> str:
+    """A value's path as the user reads it: jobs[0].request.max_tokens."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
 def _located(path: Path, error: ValidationError, lines: dict[Path_, int], prefix: Path_) -> list[Problem]:
     problems = []
     for detail in error.errors():
         loc = (*prefix, *detail["loc"])
-        field_name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+        field_name = _field_name(loc)
         message = str(detail["msg"]).removeprefix("Value error, ")
         if detail["type"] == "missing":
             message = "is required"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,22 +177,49 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
         return
     rows_before = number = start.rows if start else 0
     with handle:
-        reader = csv.DictReader(bounded_lines(handle, lines_before=lines_before), fieldnames=header)
+        # strict: a quote never closed is an error at the end of the file, not one cell swallowing
+        # every row after it (which would silently run fewer items than the file has).
+        lines = bounded_lines(handle, lines_before=lines_before)
+        reader = csv.DictReader(lines, fieldnames=header, strict=True)
+        last_line = lines_before  # the last line read before the row being read
         try:
+            if problem := _header_problem(reader.fieldnames):
+                yield BadRow(1, problem)
+                return
+            last_line = lines_before + reader.line_num
             for number, values in enumerate(reader, start=rows_before + 1):
+                last_line = lines_before + reader.line_num
                 if None in values:
-                    yield BadRow(lines_before + reader.line_num, "has more cells than the header has columns")
+                    yield BadRow(last_line, "has more cells than the header has columns")
                     continue
-                yield Row(lines_before + reader.line_num, dict(values), number)
+                yield Row(last_line, dict(values), number)
         except (UnicodeDecodeError, TextFileError) as error:
             yield _unreadable(error, path, encoding)
             return
         except csv.Error as error:
-            yield BadRow(lines_before + reader.line_num, f"is not valid CSV ({error}); check its quotes")
+            yield BadRow(last_line + 1, _CSV_QUOTES.format(error=error))
             return
     if number == 0:
         what = "has a header line but no rows" if reader.fieldnames else "is empty"
         yield BadRow(1, f"{what}; a data file needs a header line and at least one row")
+
+
+_CSV_QUOTES = (
+    "is not valid CSV ({error}) in the row that starts here: a cell that opens with a quote must end "
+    'with one, and a quote inside a quoted cell is written twice ("")'
+)
+
+
+def _header_problem(names: Sequence[str] | None) -> str | None:
+    """What is wrong with a CSV header (a column named twice, a column with no name), or None."""
+    seen: set[str] = set()
+    for position, name in enumerate(names or [], start=1):
+        if not name.strip():
+            return f"column {position} of the header has no name; name it or remove the column"
+        if name in seen:
+            return f"column '{name}' is named twice in the header; rename or remove one (each column is one field)"  # noqa: E501
+        seen.add(name)
+    return None
 
 
 def _csv_header(path: Path) -> list[str] | None:

@@ -20,6 +20,10 @@ from relaybatch.manifests.limits import MAX_REQUEST_BYTES, megabytes
 _UTF32_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)  # checked first: UTF-32 LE starts like UTF-16 LE
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _SCAN_CHUNK = 64 * 1024
+_NUL = (
+    "holds a NUL byte: UTF-16 without a byte-order mark, or not a text file? "
+    "save it as UTF-8 (Excel: 'CSV UTF-8') and try again"
+)
 
 
 class TextFileError(ValueError):
@@ -116,4 +120,6 @@ def bounded_lines(handle: TextIO, limit: int = MAX_REQUEST_BYTES, lines_before: 
             raise TextFileError(
                 number, f"has a line longer than {megabytes(limit)}; one row or request is at most that"
             )
+        if "\x00" in line:  # text never holds NUL; UTF-16 without a byte-order mark is full of them
+            raise TextFileError(number, _NUL)
         yield line

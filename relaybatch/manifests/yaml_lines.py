@@ -5,6 +5,10 @@ MAX_DEPTH, an alias that refers to itself, and aliases that repeat more than MAX
 in total ("billion laughs": PyYAML shares aliased nodes, but everything that walks the document,
 the line map, pydantic and the request templates, would copy them out). The line map and the
 Python values are then built from that one node tree.
+
+Two things YAML accepts silently would change what is sent, so the walk over the tree refuses them
+(every one, with its line): a key written twice in one mapping (PyYAML keeps the last), and a plain
+`yes`/`no`/`on`/`off` (YAML 1.1 reads `country: NO` as false, so a prompt would say "False").
 """
 
 from __future__ import annotations
@@ -25,6 +29,20 @@ class YamlLimitError(ValueError):
         super().__init__(message)
         self.line = line
         self.message = message
+
+
+class YamlAmbiguous(ValueError):
+    """Values YAML would read differently from how they look: (line, field path, message) each."""
+
+    def __init__(self, problems: list[tuple[int, Path_, str]]) -> None:
+        super().__init__(problems[0][2])
+        self.problems = problems
+
+
+# The only booleans a manifest writes plainly; YAML 1.1 also reads yes/no/on/off this way.
+_PLAIN_BOOLEANS = {"true": "true", "false": "false"}
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -75,7 +93,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
     """The parsed document and a map from value path to its 1-based line.
 
-    Raise yaml.YAMLError for text that is not YAML, YamlLimitError for one past the limits.
+    Raise yaml.YAMLError for text that is not YAML, YamlLimitError for one past the limits,
+    YamlAmbiguous for duplicate keys and YAML 1.1 booleans such as `no`.
     """
     loader = _BoundedLoader(text)
     try:
@@ -83,24 +102,46 @@ def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
         if node is None:
             return None, {}
         lines: dict[Path_, int] = {}
-        _walk(node, (), lines)
+        ambiguous: list[tuple[int, Path_, str]] = []
+        _walk(node, (), lines, ambiguous)
+        if ambiguous:
+            raise YamlAmbiguous(ambiguous)
         return loader.construct_document(node), lines
     finally:
         loader.dispose()
 
 
-def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int]) -> None:
+def _walk(
+    node: yaml.Node, path: Path_, lines: dict[Path_, int], ambiguous: list[tuple[int, Path_, str]]
+) -> None:
+    """Record each value's line; add duplicate keys and YAML 1.1 booleans to ``ambiguous``.
+
+    Aliased nodes are walked once per use, which the alias limit of the loader keeps bounded.
+    """
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             # A key that is itself a list or mapping cannot name a field; its text stands in.
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.start_mark)
+            line = key_node.start_mark.line + 1
+            if key in seen and key_node.tag != _MERGE_TAG:
+                message = f"is written twice in this mapping (first at line {seen[key]}); keep one"
+                ambiguous.append((line, (*path, key), message))
+            seen.setdefault(key, line)
             # Keys are recorded at the key's line, so a missing or extra field points at its mapping.
-            _walk(value_node, (*path, key), lines)
-            lines[(*path, key)] = key_node.start_mark.line + 1
+            _walk(value_node, (*path, key), lines, ambiguous)
+            lines[(*path, key)] = line
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(item, (*path, index), lines)
+            _walk(item, (*path, index), lines, ambiguous)
+    elif node.tag == _BOOL_TAG and node.value.lower() not in _PLAIN_BOOLEANS:
+        meaning = "true" if node.value.lower() in ("yes", "on", "y") else "false"
+        message = (
+            f"{node.value} is read by YAML as {meaning}; quote it ('{node.value}') to keep the text, "
+            f"or write {meaning}"
+        )
+        ambiguous.append((node.start_mark.line + 1, path, message))
 
 
 def line_of(lines: dict[Path_, int], path: Path_) -> int | None:

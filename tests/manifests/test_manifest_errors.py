@@ -58,6 +58,90 @@ def test_a_job_needs_a_model_and_exactly_one_row_source(write) -> None:
     ]
 
 
+def test_a_key_written_twice_is_refused_at_its_second_line(write) -> None:
+    # PyYAML keeps the last of two equal keys: the prompt sent would not be the one the user reads first.
+    manifest = write(
+        "m.yaml",
+        """
+        base: &base {kind: chat, model: m}
+        jobs:
+          - <<: *base
+            name: a
+            prompt: "hi"
+            prompt: "bye"
+            model: other
+            items: [{x: 1, x: 2}]
+        """,
+    )
+    problems = _problems(manifest)
+    assert (
+        f"{manifest}:6: jobs[0].prompt: is written twice in this mapping (first at line 5); keep one"
+        in problems
+    )
+    assert (
+        f"{manifest}:8: jobs[0].items[0].x: is written twice in this mapping (first at line 8); keep one"
+        in problems
+    )
+    # A merge key's values may be overridden: that is what `<<` is for.
+    assert not any("model: is written twice" in problem for problem in problems)
+
+
+def test_yaml_1_1_booleans_are_refused_and_quoted_ones_are_text(write) -> None:
+    # The Norway problem: `country: NO` is false in YAML 1.1, and the prompt would say "False".
+    manifest = write(
+        "m.yaml",
+        """
+        jobs:
+          - name: a
+            kind: chat
+            model: m
+            prompt: "{country}"
+            request: {stream: false}
+            items: [{country: NO}, {country: 'NO'}, {country: On}, {country: "yes"}, {country: true}]
+        """,
+    )
+    assert _problems(manifest) == [
+        f"{manifest}:7: jobs[0].items[0].country: NO is read by YAML as false; quote it ('NO') to keep the text, or write false",
+        f"{manifest}:7: jobs[0].items[2].country: On is read by YAML as true; quote it ('On') to keep the text, or write true",
+    ]
+    fixed = write("fixed.yaml", manifest.read_text().replace("NO}", "'NO'}").replace("On}", "'On'}"))
+    prompts = [item.request["messages"][-1]["content"] for item in open_manifest(fixed).iter_items()]
+    assert prompts == ["NO", "NO", "On", "yes", "True"]
+
+
+def test_a_quote_never_closed_is_refused_at_its_row_instead_of_swallowing_the_rest(write) -> None:
+    # Before, the cell ran to the end of the file: 1 item for a table of 3 rows, and no error.
+    table = write("t.csv", 'id,model,prompt\nq1,m,fine\nq2,m,"open\nq3,m,lost\nq4,m,lost too\n')
+    assert _problems(table) == [
+        f"{table}:3: is not valid CSV (unexpected end of data) in the row that starts here: a cell that "
+        'opens with a quote must end with one, and a quote inside a quoted cell is written twice ("")'
+    ]
+    fine = write("fine.csv", 'id,model,prompt\nq1,m,"a ""quoted"" word\nover two lines"\nq2,m,b\n')
+    assert [item.item_id for item in open_manifest(fine).iter_items()] == ["q1", "q2"]
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (
+            "id,model,prompt,prompt",
+            "column 'prompt' is named twice in the header; rename or remove one (each column is one field)",
+        ),
+        ("id,model,,prompt", "column 3 of the header has no name; name it or remove the column"),
+    ],
+)
+def test_a_csv_header_naming_a_column_twice_or_not_at_all_is_refused(
+    write, header: str, message: str
+) -> None:
+    # Before, the last of two equal columns silently won, and a nameless column became a request field "".
+    table = write("t.csv", f"{header}\nq1,m,a,b\n")
+    assert _problems(table) == [f"{table}:1: {message}"]
+    manifest = write(
+        "m.yaml", "jobs:\n  - {name: a, kind: chat, model: m, prompt: '{prompt}', data: t.csv}\n"
+    )
+    assert _problems(manifest) == [f"{table}:1: {message}"]
+
+
 def test_broken_yaml_names_its_line(write) -> None:
     manifest = write("m.yaml", "jobs:\n  - name: a\n    kind: [chat\n")
     (problem,) = _problems(manifest)

@@ -211,6 +211,22 @@ def test_random_bytes_and_utf32_are_refused(tmp_path: Path) -> None:
     assert _problems(wide) == [f"{wide}:1: is UTF-32 text; save it as UTF-8 and try again"]
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_utf16_without_a_byte_order_mark_and_nul_bytes_are_refused(tmp_path: Path, suffix: str) -> None:
+    # Before, a BOM-less UTF-16 table read as UTF-8 and became rows with no model and no prompt.
+    wide = tmp_path / f"wide{suffix}"
+    text = {".csv": "id,model,prompt\nq1,m,x\n", ".jsonl": '{"model": "m", "prompt": "x"}\n'}[suffix]
+    wide.write_bytes(text.encode("utf-16-le"))
+    message = (
+        "holds a NUL byte: UTF-16 without a byte-order mark, or not a text file? "
+        "save it as UTF-8 (Excel: 'CSV UTF-8') and try again"
+    )
+    assert _problems(wide) == [f"{wide}:1: {message}"]
+    table = tmp_path / f"nul{suffix}"
+    table.write_bytes(text.encode() + text.splitlines()[-1].encode().replace(b"x", b"\x00x") + b"\n")
+    assert _problems(table) == [f"{table}:{text.count(chr(10)) + 1}: {message}"]
+
+
 # --- empty input -------------------------------------------------------------------------------
 
 
