@@ -34,6 +34,7 @@ from relaybatch.costs.terminal import budget_summary, run_budget_uses, spend_sum
 from relaybatch.manifests import run_name_for
 from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
 from relaybatch.run import run_paths as paths_of_run
+from relaybatch.run.locking import refreshing_ledger
 from relaybatch.run.stopping import stop_when_parent_dies
 from relaybatch.settings import Settings
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
@@ -102,13 +103,22 @@ def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
 
 def budget_notes(paths: RunPaths) -> list[str]:
     """The run's budgets beside its spend, for the summary: a budget counts the whole run, so a
-    shard's summary shows the whole run's (read only: the other shards may be running)."""
-    whole = run_spend_figures(paths.run_root, export=paths.run_root == paths.root)
+    shard's summary shows the whole run's. Read only: the summary's spend line (``spend_note``)
+    refreshes the ledgers it may, each under its folder's lock."""
+    whole = run_spend_figures(paths.run_root, export=False)
     uses = run_budget_uses(whole, [paths.run_root])
     if not uses:
         return []
     scope = "budgets (the whole run, every shard)" if paths.run_root != paths.root else "budgets"
     return [f"{scope}: {budget_summary(uses)}"]
+
+
+def spend_note(root: Path) -> str:
+    """The summary's spend line for the store folder ``root`` (a run's: its shards' too), each
+    folder's ledger Parquet refreshed first under that folder's lock, as `relaybatch report` does:
+    the execution has let go of its own lock by now, and a shard (or a report, an export) may hold
+    one; a folder held is read as it stands and its ledger left to its holder."""
+    return f"spend: {spend_summary(run_spend_figures(root, guard=refreshing_ledger))}"
 
 
 def run_paths(runs_dir: Path | None, run_name: str, shard: Shard | None) -> RunPaths:
@@ -149,7 +159,7 @@ async def execute_and_report(
     timings.update({"execute": executed - started, "export": time.monotonic() - executed})
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
-    notes.append(f"spend: {spend_summary(run_spend_figures(paths.root))}")
+    notes.append(spend_note(paths.root))
     notes += budget_notes(paths)
     # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
     gateway = base_url or Settings().base_url

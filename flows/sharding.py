@@ -14,17 +14,15 @@ from pathlib import Path
 
 from prefect import flow
 from prefect.deployments.flow_runs import arun_deployment
-from relaybatch.flows.run_manifest import RunOutcome, budget_notes, run_manifest, run_paths
+from relaybatch.flows.run_manifest import RunOutcome, budget_notes, run_manifest, run_paths, spend_note
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import merge_shards
 
-from relaybatch.costs.report import run_spend_figures, store_folders
-from relaybatch.costs.terminal import spend_summary
+from relaybatch.costs.report import store_folders
 from relaybatch.errors import UserError
 from relaybatch.manifests import run_name_for
 from relaybatch.run import counts as counts_of
 from relaybatch.run import spend_lines
-from relaybatch.run.locking import refreshing_ledger
 
 
 def shard_parameters(
@@ -109,8 +107,7 @@ async def run_sharded(
         results,
         notes=[
             f"merged from {shards} shards under {run.root / 'shards'}",
-            # Each store's ledger refreshed under its lock: a shard run again may execute by now.
-            f"spend: {spend_summary(run_spend_figures(run.root, guard=refreshing_ledger))}",
+            spend_note(run.root),  # a shard run again may execute by now
             *budget_notes(run),
         ],
     )

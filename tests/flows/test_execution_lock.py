@@ -422,3 +422,31 @@ def test_a_run_refused_by_a_report_rewriting_the_ledger_is_told_to_retry_in_a_mo
         report.kill()
     again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+async def test_the_run_flows_summary_rewrites_a_shards_ledger_only_under_that_shards_lock(
+    tmp_path: Path,
+) -> None:
+    """The whole run's flow summary refreshes every store folder's ledger Parquet after its
+    execution has let go of its locks: a shard folder held meanwhile (here by a report rewriting
+    that ledger) keeps its ledger, left to its holder; a free shard's is refreshed under its lock."""
+    from relaybatch.flows import run_manifest
+
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 6)
+    emulator = _slow_emulator(tmp_path, 0)
+    for shard in ("1/2", "2/2"):
+        done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", shard, emulator=emulator)
+        assert done.returncode == 0, done.stderr
+    held, free = (runs / "many" / "shards" / f"{n}-of-2" / "ledger.parquet" for n in (1, 2))
+    held.unlink()
+    free.unlink()
+    report = HelperHolder(held.parent, "report")
+    try:
+        outcome = await run_manifest(manifest, runs_dir=runs)
+        assert not held.exists()  # its holder's to write, not the summary's
+    finally:
+        report.kill()
+    assert outcome.counts == {"done": 6}
+    assert free.exists()
