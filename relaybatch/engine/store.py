@@ -118,6 +118,16 @@ ADD_CHUNK_ROWS = 5000
 WORK_COLUMNS = ("rowid", "key", "item_id", "job", "kind", "request", "state", "attempts", "remote_id")
 # The column that orders ``iter_items``'s merged streams (a name no item column has).
 _ORDER = "rowid_order_"
+# When a fold (``absorb``) takes another store's row of an item over ours: ours is pending or failed
+# and theirs has gone further, anything but pending; a failed row of theirs only when it has sent
+# more requests than ours (``attempts`` counts every request sent, so more is newer) or ours never
+# sent one. A failure taken once is then ours: folding it again every run would take it again and
+# again, and each fold that takes rows makes the next plan a whole one.
+_FURTHER_SQL = (
+    f"items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
+    f"and (excluded.state != '{FAILED}' or coalesce(excluded.attempts, 0) > coalesce(items.attempts, 0) "
+    f"or items.state = '{PENDING}' and coalesce(items.attempts, 0) = 0)"
+)
 # The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
 _ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
 # The store's layout (PRAGMA user_version); 0 is the layout before versions (see the docstring).
@@ -728,7 +738,8 @@ class CheckpointStore:
 
         Not a move of the state machine: the other store's record of an item replaces this
         store's copy only when this one is missing, pending or failed and the other has gone
-        further (anything but pending). Events stay in the other store (reports read both)."""
+        further (``_FURTHER_SQL``). Events stay in the other store (reports read both). Folding the
+        same stores again takes nothing (0): a row taken once is then this store's own."""
         self.db.execute("attach database ? as other", [str(other)])
         try:
             theirs = {
@@ -741,8 +752,7 @@ class CheckpointStore:
                 cursor = self.db.conn.execute(
                     f"insert into items ({names}) select {', '.join(values.values())} "
                     "from other.items as x where true "
-                    f"on conflict(key) do update set {updates} "
-                    f"where items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}'"
+                    f"on conflict(key) do update set {updates} where {_FURTHER_SQL}"
                 )
                 taken = int(cursor.rowcount)
                 if taken:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from engine_items import chat, item
@@ -366,3 +367,36 @@ def test_planning_names_items_anew_through_the_key_index_not_a_scan_of_every_ite
     for sql in updates:
         plan = " / ".join(row[3] for row in store.db.conn.execute("explain query plan " + sql))
         assert "SCAN items" not in plan and "SCAN i " not in plan, (sql, plan)
+
+
+def test_a_failed_row_folded_in_once_is_not_taken_again_until_its_store_goes_further(
+    store: CheckpointStore, tmp_path: Path
+) -> None:
+    """An unsharded run folds its shards' stores before every plan: a failure it has already
+    taken (and not retried since) is its own, so the fold takes nothing and the plan stays cheap.
+    The store that sent more requests for the item (``attempts``) has the newer failure."""
+    path = tmp_path / "shard" / "checkpoint.sqlite"
+    with CheckpointStore(path) as shard:
+        shard.add_items([chat(1)])
+        shard.transition(chat(1).key, "sending", attempts=1)
+        shard.transition(chat(1).key, "failed", last_error="400 bad request")
+    store.add_items([chat(1)])
+
+    assert store.absorb(path) == 1
+    assert store.absorb(path) == 0  # the same failure: ours now
+    assert store.item(chat(1).key)["last_error"] == "400 bad request"
+
+    with CheckpointStore(path) as shard:  # the shard, run again, tried once more
+        shard.transition(chat(1).key, "pending")
+        shard.transition(chat(1).key, "sending", attempts=2)
+        shard.transition(chat(1).key, "failed", last_error="500 after 2 requests")
+    assert store.absorb(path) == 1
+    assert store.item(chat(1).key)["attempts"] == 2
+
+    store.transition(chat(1).key, "pending")  # the run retried it: its failure is the newer one
+    store.transition(chat(1).key, "sending", attempts=3)
+    store.transition(chat(1).key, "failed", last_error="500 after 3 requests")
+    assert store.absorb(path) == 0
+    assert store.item(chat(1).key)["last_error"] == "500 after 3 requests"
+    store.transition(chat(1).key, "pending")  # requeued for a retry, not sent yet: still ours
+    assert store.absorb(path) == 0

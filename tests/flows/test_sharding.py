@@ -84,3 +84,44 @@ def test_one_shard_per_command_then_merge(tmp_path: Path) -> None:
 
     assert merged.exit_code == 0, merged.output
     assert pq.read_table(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet").num_rows == 10
+
+
+@pytest.mark.slow
+def test_an_unsharded_run_after_its_shards_failed_items_is_a_no_op_the_second_time(tmp_path: Path) -> None:
+    """Shard a run, let a shard fail some items for good (a 400 answer: no retry), then run it
+    unsharded twice, each a real `relaybatch run`. The first folds the shards in (their failures
+    too); the second has nothing new to fold, so its plan is skipped and nothing is sent. Before,
+    every fold took the failed rows again and every unsharded run planned the whole manifest."""
+    import sqlite3
+
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+    from tests.flows.test_execution_lock import _relaybatch, _write_manifest
+    from tests.flows.test_graceful_cancel import _slow_emulator
+
+    config = yaml.safe_load((REPO_ROOT / "configs" / "emulator.yaml").read_text())
+    config["faults"] = {"seed": 0, "rules": [{"fault": "status=400", "rate": 0.5, "paths": ["/v1/chat"]}]}
+    failing = tmp_path / "failing.yaml"
+    failing.write_text(yaml.safe_dump(config))
+    fine = _slow_emulator(tmp_path, 0)
+    runs, manifest = str(tmp_path / "runs"), str(_write_manifest(tmp_path / "many.csv", 20))
+
+    shard = _relaybatch("run", manifest, "--runs-dir", runs, "--shard", "1/2", emulator=failing)
+    assert shard.returncode == 1 and "failed" in shard.stderr, shard.stderr
+    assert _relaybatch("run", manifest, "--runs-dir", runs, "--shard", "2/2", emulator=fine).returncode == 0
+    first = _relaybatch("run", manifest, "--runs-dir", runs, emulator=fine)
+    assert "0 requests sent" in first.stdout and "failed" in first.stdout, first.stdout
+
+    second = _relaybatch("run", manifest, "--runs-dir", runs, emulator=fine)
+
+    assert "no input changed since the last plan" in second.stderr, second.stderr
+    items = [line for line in second.stdout.splitlines() if line.startswith("items: ")]
+    assert items == [line for line in first.stdout.splitlines() if line.startswith("items: ")]
+    assert "0 requests sent" in items[0]
+    checkpoint = sqlite3.connect(tmp_path / "runs" / "many" / "checkpoint.sqlite")
+    try:
+        folds = checkpoint.execute("select detail from events where state = 'absorbed'").fetchall()
+    finally:
+        checkpoint.close()
+    assert len(folds) == 2  # each shard's store, once: by the first unsharded run
