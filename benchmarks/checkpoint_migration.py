@@ -90,12 +90,14 @@ def main() -> None:
             converted = connection.execute(
                 "select count(*) from items where typeof(finished_at) = 'integer' and source_line is not null"
             ).fetchone()[0]
+            page_size = connection.execute("pragma page_size").fetchone()[0]
         per_item = cpu / total * 1e6
         print(f"{total:,} items ({converted:,} with a time and a line converted)")
         print(f"migration: {wall:.2f} s wall, {cpu:.2f} s CPU ({per_item:.1f} us per item)")
         ratio = after / before
         print(
-            f"checkpoint.sqlite: {before / total:,.0f} -> {after / total:,.0f} bytes per item ({ratio:.2f}x)"
+            f"checkpoint.sqlite: {before / total:,.0f} -> {after / total:,.0f} bytes per item "
+            f"({ratio:.2f}x), {page_size:,}-byte pages after"
         )
 
 

@@ -318,7 +318,7 @@ class CheckpointStore:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        # Before anything is written (a store that exists keeps its own page size).
+        # Before anything is written (a store that exists keeps its own until a migration: _vacuum).
         connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
         connection.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit survives a process crash (our failure model); only an OS
@@ -374,18 +374,41 @@ class CheckpointStore:
     def _compact_file(self) -> None:
         """After a migration: the old tables' pages, now free, given back to the file system
         (``VACUUM``; about 2 s for 200,000 items, once), else the file would keep both copies'
-        size until later writes reused them. Not essential: skipped when another connection
-        holds the store (the free pages are reused then). Never waits for a reader: one that opened
-        the old layout reads its snapshot until it closes (``_read_old_layout_as_it_is``), and the
-        checkpoint would wait for it (busy_timeout) only to be skipped; later checkpoints finish it."""
+        size until later writes reused them, and the file rewritten with a new store's pages
+        (``_vacuum``). Not essential: skipped when another connection holds the store (the free
+        pages are reused then). Never waits for a reader: one that opened the old layout reads its
+        snapshot until it closes (``_read_old_layout_as_it_is``), and the checkpoint would wait for
+        it (busy_timeout) only to be skipped; later checkpoints finish it."""
         try:
-            self.db.execute("VACUUM")
+            self._vacuum()
             self.db.execute("PRAGMA busy_timeout=0")
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError:
             pass
         finally:
             self.db.execute("PRAGMA busy_timeout=10000")
+
+    def _vacuum(self) -> None:
+        """``VACUUM``, with PAGE_SIZE pages when nobody else has the file open. A WAL file's page
+        size is fixed, so the store leaves WAL mode for the rewrite and comes back to it; SQLite
+        refuses to leave while another connection has the file open (a reader: then the old page
+        size is kept). No other writer can come meanwhile: whoever opens a store for writing holds
+        its folder's lock (run/locking.py), and a crash in between leaves a whole store in rollback
+        mode, which the next writer's open puts back in WAL mode."""
+        self.db.execute("PRAGMA busy_timeout=0")
+        try:
+            resized = self.db.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+        except sqlite3.OperationalError:  # "database is locked": a reader has it open
+            resized = False
+        finally:
+            self.db.execute("PRAGMA busy_timeout=10000")
+        try:
+            if resized:
+                self.db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self.db.execute("VACUUM")
+        finally:
+            if resized:
+                self.db.execute("PRAGMA journal_mode=WAL")
 
     def _rebuild_items(self) -> None:
         """Layouts 0, 1 and 2 to 3, in one copy of the table (rowids kept: events refer to them):

@@ -482,28 +482,37 @@ def test_a_new_store_keeps_each_job_name_once(store: CheckpointStore) -> None:
     ]
 
 
-def test_a_new_store_has_larger_pages_and_an_old_one_keeps_its_own(
+def test_a_new_store_has_larger_pages_and_a_migrated_one_gets_them_when_nobody_reads_it(
     tmp_path: Path, store: CheckpointStore
 ) -> None:
-    """8 KiB pages leave less free space beside rows that grow when their answer is written; a
-    store that exists keeps the page size it was made with (its migration's VACUUM cannot change it
-    in WAL mode), and works the same."""
+    """8 KiB pages leave less free space beside rows that grow when their answer is written. A
+    migration's VACUUM gives an old store the same pages (it leaves WAL mode for it, where the
+    page size is fixed, and comes back); a reader having the file open keeps the old page size, and
+    either store works the same, in WAL mode."""
 
-    def page_size(path: Path) -> int:
+    def pragma(path: Path, name: str) -> object:
         connection = sqlite3.connect(path)
         try:
-            return int(connection.execute("pragma page_size").fetchone()[0])
+            return connection.execute(f"pragma {name}").fetchone()[0]
         finally:
             connection.close()
 
     store.add_items([chat(1)])
-    assert page_size(store.path) == PAGE_SIZE == 8192
-    old = layout1_store(tmp_path / "old")
-    assert page_size(old) == 4096
-    with CheckpointStore(old) as migrated:
-        migrated.add_items([chat(2)])
-        assert migrated.count_by_state() == {"done": 2, "pending": 2, "failed": 1, "submitted": 1}
-    assert page_size(old) == 4096
+    assert pragma(store.path, "page_size") == PAGE_SIZE == 8192
+    for layout in (0, 1, 2):
+        alone, read = (wal_store_from_fixture(tmp_path / f"{layout}-{name}", layout) for name in ("a", "r"))
+        assert pragma(alone, "page_size") == pragma(read, "page_size") == 4096
+        with CheckpointStore.open_read_only(read) as reader, CheckpointStore(read) as migrated:
+            assert reader.count_by_state() == migrated.count_by_state()
+        CheckpointStore(alone).close()
+        assert (pragma(alone, "page_size"), pragma(read, "page_size")) == (PAGE_SIZE, 4096)
+        assert pragma(alone, "journal_mode") == pragma(read, "journal_mode") == "wal"
+        with CheckpointStore.open_read_only(alone) as resized, CheckpointStore.open_read_only(read) as kept:
+            assert figures(resized) == figures(kept)
+        with CheckpointStore(alone) as migrated:
+            before = migrated.count_by_state()
+            migrated.add_items([chat(2)])
+            assert migrated.count_by_state() == before | {"pending": before.get("pending", 0) + 1}
 
 
 def wal_store_from_fixture(folder: Path, layout: int) -> Path:
