@@ -184,20 +184,22 @@ def run(
     # manifest's validation and planning, which take seconds on a busy machine or a big manifest.
     typer.echo(f"relaybatch run: checking {manifest}", err=True)
     import signal
-    from decimal import Decimal
 
-    from relaybatch.run import RunOverrides
-
-    overrides = RunOverrides(
-        run_name=run_name,
-        budget_usd=Decimal(budget) if budget is not None else None,
-        concurrency=concurrency,
-        rate_limit_rpm=rate_limit_rpm,
-    )
     # Outside the engine's execute step (which stops cleanly on its own, relaybatch/run/stopping.py)
-    # SIGTERM is a Ctrl-C: nothing is in flight then, and the stop is reported the same way.
+    # SIGTERM is a Ctrl-C: nothing is in flight then, and the stop is reported the same way. The
+    # imports below take a while too: a Ctrl-C during them is reported like one during planning.
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
+        from decimal import Decimal
+
+        from relaybatch.run import RunOverrides
+
+        overrides = RunOverrides(
+            run_name=run_name,
+            budget_usd=Decimal(budget) if budget is not None else None,
+            concurrency=concurrency,
+            rate_limit_rpm=rate_limit_rpm,
+        )
         _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides)
     except KeyboardInterrupt:
         typer.echo("stopped: nothing was in flight; the checkpoint holds every item's state", err=True)

@@ -60,3 +60,30 @@ def test_report_without_runs_is_a_user_error(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "no runs folder" in result.output
     assert "Traceback" not in result.output
+
+
+def test_ctrl_c_while_run_imports_its_engine_is_reported_with_the_resume_command(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # The engine's imports take a while after "checking" is printed; a Ctrl-C there used to end in
+    # typer's silent exit 130, with no "stopped" line and no resume command.
+    import signal
+
+    import relaybatch.run
+
+    def interrupted(**_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(relaybatch.run, "RunOverrides", interrupted)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\n")
+    handler = signal.getsignal(signal.SIGTERM)
+    arguments = ["run", str(manifest), "--runs-dir", str(tmp_path / "runs")]
+    monkeypatch.setattr("sys.argv", ["relaybatch", *arguments])  # what the resume command repeats
+
+    result = CliRunner().invoke(app, arguments)
+
+    assert result.exit_code == 130
+    assert "stopped: nothing was in flight" in result.output
+    assert f"resume with: relaybatch run {manifest} --runs-dir {tmp_path / 'runs'}" in result.output
+    assert signal.getsignal(signal.SIGTERM) == handler
