@@ -133,6 +133,16 @@ async def execute_run(
                     _RUNNING.pop(paths.checkpoint, None)
                     if telemetry is not None:
                         telemetry.close()
+            if signalled.signal is not None and summary.stopped is None:
+                # The signal came after the engine's last answer: it stopped nothing, the run is
+                # complete, and it ends as a finished run (before: "stopped by SIGINT: None", 130).
+                print(
+                    f"{signalled.signal} came after the last answer was checkpointed: nothing was left "
+                    "to stop; writing the results (Ctrl-C again to leave that to the next run)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return result_of(summary)
             return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
         except UserError as error:
             return refused_before_sending(paths, error)

@@ -300,3 +300,36 @@ def test_sigterm_before_the_engine_starts_is_a_clean_stop_too(tmp_path: Path) ->
             process.communicate()
     assert process.returncode == 130, err
     assert "Traceback" not in err and f"resume with: relaybatch run {manifest}" in err
+
+
+def test_a_signal_after_the_last_answer_stops_nothing_and_the_run_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the moment between the engine's last answer and its return (counting the states of
+    a big run) used to end in "stopped by SIGINT: None", exit 130, for a run that was complete."""
+    from typer.testing import CliRunner
+
+    from relaybatch.cli import app
+    from relaybatch.run.assemble import OpenRun
+
+    execute = OpenRun.execute
+
+    async def answered_then_signalled(self: OpenRun, *args: object, **kwargs: object) -> object:
+        summary = await execute(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(0.5)  # the handler runs while the engine is still returning
+        return summary
+
+    monkeypatch.setattr(OpenRun, "execute", answered_then_signalled)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\nq2,relay-chat-small,ho\n")
+    before = signal.getsignal(signal.SIGINT)
+
+    result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(tmp_path / "runs")])
+
+    assert "stopping (SIGINT)" in result.output
+    assert "SIGINT came after the last answer was checkpointed: nothing was left to stop" in result.output
+    assert "None" not in result.output and "stopped by" not in result.output
+    assert result.exit_code == 0, result.output
+    assert "items: done 2 (2 new)" in result.output
+    assert signal.getsignal(signal.SIGINT) is before
