@@ -168,17 +168,26 @@ def resolve_unknown(
             amount = None
         if amount is None or not amount.is_finite() or amount < 0:
             raise UserError(f"--charged {charged_usd!r}: expected a non-negative amount in USD, e.g. 0.40")
+    if row_id is None:
+        # Listing only reads: opened read-only, it never takes SQLite's write lock (an open for
+        # writing did, beside the execution's commits, and failed with "database is locked" after
+        # 10 s of one) and never migrates the store under a process holding the folder's lock. So
+        # it needs no lock and lists beside an execution, its calls in flight included.
+        reader = CostStore.open_read_only(path)
+        try:
+            rows = reader.unknown_outcomes() if reader is not None else []
+        finally:
+            if reader is not None:
+                reader.close()
+        lines = table("call", "job", "item", "model", "worst case USD", title="Unknown outcomes")
+        for row in rows:
+            worst = display_usd(Decimal(row["reserved_usd"] or 0))
+            lines.add_row(row["id"], row["job"], row["item_id"], row["model"], worst)
+        console.print(lines)
+        console.print(f"{len(rows)} call(s) sent with no answer recorded, each counted at its worst case")
+        return
     store = CostStore(path)
     try:
-        if row_id is None:
-            rows = store.unknown_outcomes()
-            lines = table("call", "job", "item", "model", "worst case USD", title="Unknown outcomes")
-            for row in rows:
-                worst = display_usd(Decimal(row["reserved_usd"] or 0))
-                lines.add_row(row["id"], row["job"], row["item_id"], row["model"], worst)
-            console.print(lines)
-            console.print(f"{len(rows)} call(s) sent with no answer recorded, each counted at its worst case")
-            return
         if not store.resolve(row_id, amount):
             raise UserError(
                 f"run {run_dir.name} has no unknown outcome {row_id!r} (list them: relaybatch resolve RUN)"

@@ -267,3 +267,57 @@ def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: 
         assert store.unknown_outcomes() == [] and store.spent()[0] == D("0.40")
     finally:
         store.close()
+
+
+def test_listing_unknown_outcomes_only_reads_the_store(tmp_path: Path) -> None:
+    """`relaybatch resolve RUN` (no CALL) opens the cost store read-only, so it needs no folder
+    lock: beside an engine's commit in progress (a write transaction held) it lists at once (was: it
+    opened the store for writing, waited 10 s for SQLite's write lock and died with a traceback), and
+    a layout-0 store stays as it is (was: migrated by a listing, under whoever held the lock)."""
+    import sqlite3
+
+    from cost_builders import unknown_video_row
+
+    from relaybatch.costs.ledger import CostStore
+
+    run_dir = tmp_path / "demo"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.sqlite").touch()
+    store = CostStore(run_dir / "costs.sqlite")
+    try:
+        store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
+    finally:
+        store.close()
+    engine = sqlite3.connect(run_dir / "costs.sqlite", isolation_level=None)
+    try:
+        engine.execute("PRAGMA busy_timeout=0")
+        engine.execute("begin immediate")  # an execution's commit in progress
+        engine.execute("update changes set count = count + 1")
+        listed = CliRunner().invoke(app, ["resolve", "demo", "--runs-dir", str(tmp_path)])
+        engine.execute("commit")  # the listing took no lock the engine's commit needs
+    finally:
+        engine.close()
+    assert listed.exit_code == 0, listed.output
+    assert "kv1:attempt-1" in listed.output and "1 call(s) sent with no answer recorded" in listed.output
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "checkpoint.sqlite").touch()
+    connection = sqlite3.connect(old / "costs.sqlite")
+    try:
+        connection.executescript(
+            (Path(__file__).parent / "fixtures" / "costs_layout0.sql").read_text(encoding="utf-8")
+        )
+    finally:
+        connection.close()
+    listed = CliRunner().invoke(app, ["resolve", "old", "--runs-dir", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    assert "aa11bb22cc33dd44ee55ff6600778899:create" in listed.output, listed.output
+    assert "2 call(s) sent with no answer recorded" in listed.output  # and the reservation left open
+    connection = sqlite3.connect(old / "costs.sqlite")
+    try:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 0  # not migrated
+        kind = connection.execute("select type from sqlite_schema where name = 'charges'").fetchone()
+        assert kind == ("table",)
+    finally:
+        connection.close()
