@@ -501,7 +501,7 @@ def resolve(
     if call is None:
         holder = holder_of(paths.root)
         resolve_unknown(console, paths.root, call, charged, not_charged)
-        if holder is not None and not holder.momentary:  # its calls in flight have no answer yet either
+        if holder is not None and not (holder.momentary or holder.merging):  # an execution's calls in flight
             console.print(
                 f"executing now: {holder.describe()}; calls it has in flight are listed too and settle "
                 "when they answer"

@@ -65,6 +65,7 @@ class Holder:
     command: str
     since: str
     momentary: bool = False  # a report's or a settling's hold: seconds, not a whole execution
+    merging: bool = False  # a merge's hold: no calls in flight, it lets go when its export is written
 
     def describe(self) -> str:
         where = f"pid {self.pid}" + (f" on {self.host}" if self.host != socket.gethostname() else "")
@@ -80,11 +81,15 @@ def lock_path(folder: Path) -> Path:
 def refusal(folder: Path, advice: str) -> RunBusy:
     """What a process refused ``folder``'s lock is told: who holds it, and what to do. A momentary
     holder (a report rewriting the ledger, a call being settled) lets go within seconds: whatever
-    the refused one wanted, it only has to run its command again in a moment."""
+    the refused one wanted, it only has to run its command again in a moment. A merge sends nothing
+    and lets go once it has folded the shards' stores and exported the run's results: the refused
+    one runs its command again after it."""
     holder = _read_holder(lock_path(folder))
     who = holder.describe() if holder else "another process (it has not said which yet)"
     if holder is not None and holder.momentary:
         advice = MOMENT_ADVICE
+    elif holder is not None and holder.merging:
+        advice = MERGING_ADVICE
     return RunBusy(f"{folder} is in use by {who}. {advice}")
 
 
@@ -110,15 +115,19 @@ def holder_of(folder: Path) -> Holder | None:
 
 
 @contextlib.contextmanager
-def holding(folder: Path, activity: str, advice: str, momentary: bool = False) -> Iterator[None]:
+def holding(
+    folder: Path, activity: str, advice: str, momentary: bool = False, merge: bool = False
+) -> Iterator[None]:
     """Hold ``folder``'s lock while the block runs, or raise ``RunBusy`` at once.
 
     ``activity`` is what this process does (written for whoever is refused, e.g. "executing run
     'big'"), ``momentary`` whether it lets go within seconds (whoever is refused is told to retry
-    in a moment); ``advice`` ends the refusal this process gets when another holds the lock.
+    in a moment), ``merge`` whether it is a merge (whoever is refused is told to wait for the merge,
+    not for an execution); ``advice`` ends the refusal this process gets when another holds the lock.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    with _held(lock_path(folder), lambda: refusal(folder, advice), activity=(activity, momentary)):
+    described = (activity, momentary, merge)
+    with _held(lock_path(folder), lambda: refusal(folder, advice), activity=described):
         yield
 
 
@@ -126,12 +135,12 @@ def holding(folder: Path, activity: str, advice: str, momentary: bool = False) -
 def _held(
     path: Path,
     refused: Callable[[], RunBusy],
-    activity: tuple[str, bool] | None = None,
+    activity: tuple[str, bool, bool] | None = None,
     shared: bool = False,
 ) -> Iterator[None]:
     """``path`` locked (exclusively, or ``shared``) while the block runs, or ``refused()`` raised at
-    once; an exclusive holder describes itself (``activity``: what it does, and whether it lets go
-    within seconds) in the file for whoever it refuses."""
+    once; an exclusive holder describes itself (``activity``: what it does, whether it lets go
+    within seconds, whether it is a merge) in the file for whoever it refuses."""
     key = (path.resolve(), shared)
     with _GUARD:
         if key in _HELD:  # nested in this process: the lock is already ours
@@ -152,7 +161,7 @@ def _held(
 
 
 def _acquire(
-    path: Path, refused: Callable[[], RunBusy], activity: tuple[str, bool] | None, shared: bool
+    path: Path, refused: Callable[[], RunBusy], activity: tuple[str, bool, bool] | None, shared: bool
 ) -> int:
     # No O_TRUNC: the holder's description must survive a refused attempt to read it.
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -181,10 +190,11 @@ def _lock_or_raise(descriptor: int, mode: int = fcntl.LOCK_EX) -> None:
     fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
 
 
-def _describe_self(descriptor: int, activity: str, momentary: bool) -> None:
+def _describe_self(descriptor: int, activity: str, momentary: bool, merge: bool) -> None:
     record = {
         "activity": activity,
         "momentary": momentary,
+        "merging": merge,
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "",
@@ -209,6 +219,7 @@ def _read_holder(path: Path) -> Holder | None:
         command=str(record.get("command") or ""),
         since=str(record.get("since") or ""),
         momentary=record.get("momentary") is True,
+        merging=record.get("merging") is True,
     )
 
 
@@ -233,6 +244,10 @@ SHARD_ADVICE = (
 )
 MOMENT_ADVICE = (
     "It lets go as soon as that is done (seconds, not a whole execution): run this command again in a moment."
+)
+MERGING_ADVICE = (
+    "A merge sends nothing: it folds the shards' stores into the run's and exports the run's results, "
+    "then lets go. Wait for it to finish, then run this command again."
 )
 MERGE_ADVICE = (
     "Merge once it has finished (or stop it: Ctrl-C where it runs, or SIGTERM, stops it cleanly and "
@@ -344,5 +359,5 @@ def merging(run: RunPaths, shards: list[RunPaths]) -> Iterator[None]:
     activity = f"merging the shards of run '{run.name}'"
     with contextlib.ExitStack() as held:
         for paths in [run, *shards]:
-            held.enter_context(holding(paths.root, activity, MERGE_ADVICE))
+            held.enter_context(holding(paths.root, activity, MERGE_ADVICE, merge=True))
         yield

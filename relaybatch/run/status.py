@@ -70,6 +70,8 @@ def last_execution_line(store: CheckpointStore) -> str:
         reason = last["stop_reason"]
         return "no execution recorded yet" if reason is None else f"last execution stopped early: {reason}"
     holder = holder_of(store.path.parent)
+    if holder is not None and holder.merging:  # a merge sends nothing
+        return f"in use now: {holder.describe()}"
     if holder is not None and not holder.momentary:  # a report's or a settling's hold is not one
         return f"executing now: {holder.describe()}"
     if last["ended_at"] is None:
@@ -138,7 +140,7 @@ def money_parts(run_dir: Path) -> list[Table | Text]:
     except sqlite3.Error as error:
         return [Text(f"money: cannot read the cost store of {run_dir}: {error}")]
     executing = any(
-        holder is not None and not holder.momentary
+        holder is not None and not holder.momentary and not holder.merging
         for holder in (holder_of(folder) for folder in store_folders(run_dir))
     )
     if not money.spend.calls and money.budgets.run_usd is None and not money.budgets.job_usd:

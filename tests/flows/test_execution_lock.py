@@ -37,6 +37,9 @@ HOLDER = textwrap.dedent(
     elif sys.argv[2:] == ["report"]:
         from relaybatch.run.locking import refreshing_ledger
         held = refreshing_ledger(folder)
+    elif sys.argv[2:] == ["merge"]:
+        from relaybatch.run.locking import merging
+        held = merging(RunPaths(folder), [])
     else:
         held = holding(folder, "executing run 'held'", "wait")
     with held:
@@ -450,3 +453,35 @@ async def test_the_run_flows_summary_rewrites_a_shards_ledger_only_under_that_sh
         report.kill()
     assert outcome.counts == {"done": 6}
     assert free.exists()
+
+
+@pytest.mark.slow
+def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execution(tmp_path: Path) -> None:
+    """A `relaybatch merge` holds the run's lock while it folds and exports: a run, an export or a
+    settling refused meanwhile names the merge and is told a merge sends nothing and to run again
+    once it has finished (was: the advice for an execution, "would send the same items twice ...
+    stop it"); `status` and `resolve` do not call the merge an execution."""
+    runs, manifest = _finished_run(tmp_path)
+    emulator = _slow_emulator(tmp_path, 0)
+    merge = HelperHolder(runs / "many", "merge")  # holds it as `relaybatch merge` does
+    try:
+        holder = f"merging the shards of run 'many': pid {merge.process.pid}"
+        for command in (
+            ["run", str(manifest)],
+            ["export", "many"],
+            ["resolve", "many", "0123:attempt-1", "--not-charged"],
+        ):
+            refused = _relaybatch(*command, "--runs-dir", str(runs), emulator=emulator)
+            assert refused.returncode == 1, (command, refused.stdout)
+            assert holder in refused.stderr, (command, refused.stderr)
+            assert "A merge sends nothing" in refused.stderr and "once the execution" not in refused.stderr
+            assert "send the same items twice" not in refused.stderr and "Traceback" not in refused.stderr
+        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert status.returncode == 0 and "executing now" not in status.stdout
+        assert f"in use now: {holder}" in status.stdout
+        listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert listed.returncode == 0 and "executing now" not in listed.stdout, listed.stdout
+    finally:
+        merge.kill()
+    again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+    assert again.returncode == 0, again.stderr
