@@ -491,26 +491,45 @@ def resolve(
     not_charged: Annotated[
         bool, typer.Option("--not-charged", help="The gateway's bill shows no charge for it.")
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Only this store: `run` (the run's own) or a shard's as I/N, as listed "
+            "[default: the run's and every shard's].",
+        ),
+    ] = None,
     runs_dir: RunsDirOption = None,
 ) -> None:
-    """List calls sent with no answer recorded (counted at their worst case), or settle one."""
-    from relaybatch.costs.terminal import resolve_unknown
-    from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
+    """List calls sent with no answer recorded (counted at their worst case), in the run's store and
+    its shards', or settle one from the gateway's bill in the store that has it."""
+    import contextlib
 
-    paths = _existing_run(run_name, runs_dir)
+    from relaybatch.costs.terminal import list_unknown, settle_unknown
+    from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
+    from relaybatch.run.paths import CHECKPOINT_NAME, RunPaths, run_paths
+
+    paths = run_paths(runs_dir, run_name)
+    if not any(paths.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")):  # shards alone need no merge first
+        paths.require_existing()
     if call is None:
-        holder = holder_of(paths.root)
-        resolve_unknown(console, paths.root, call, charged, not_charged)
-        if holder is not None and not (holder.momentary or holder.merging):  # an execution's calls in flight
-            console.print(
-                f"executing now: {holder.describe()}; calls it has in flight are listed too and settle "
-                "when they answer"
-            )
+        # Listing only reads (read-only stores): it needs no lock and lists beside an execution.
+        for folder in list_unknown(console, paths.root, store):
+            holder = holder_of(folder)
+            if holder is not None and not (holder.momentary or holder.merging):  # calls in flight
+                console.print(
+                    f"executing now: {holder.describe()}; calls it has in flight are listed too and "
+                    "settle when they answer"
+                )
         return
-    # An execution answers its calls in flight itself: settling one of them from a bill would
-    # race its answer. One writer at a time (run/locking.py).
-    with holding(paths.root, f"settling a call of {what_runs_in(paths)}", RESOLVE_ADVICE, momentary=True):
-        resolve_unknown(console, paths.root, call, charged, not_charged)
+
+    def settling(folder: Path) -> contextlib.AbstractContextManager[None]:
+        # An execution answers its calls in flight itself: settling one of them from a bill would
+        # race its answer. One writer per store folder, a shard's too (run/locking.py).
+        activity = f"settling a call of {what_runs_in(RunPaths(folder))}"
+        return holding(folder, activity, RESOLVE_ADVICE, momentary=True)
+
+    settle_unknown(console, paths.root, call, charged, not_charged, store, settling)
 
 
 @app.command()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -146,19 +149,94 @@ def run_report(
     return written
 
 
-def resolve_unknown(
-    console: Console, run_dir: Path, row_id: str | None, charged_usd: str | None, not_charged: bool
-) -> None:
-    """List a run's unknown outcomes, or settle one from the gateway's bill (`relaybatch resolve`)."""
+def store_label(run_dir: Path, folder: Path) -> str:
+    """How `relaybatch resolve` names a store folder: ``run`` for the run's own, ``I/N`` for shard I
+    of N (what ``--store`` takes)."""
+    return "run" if folder == run_dir else folder.name.replace("-of-", "/")
+
+
+def cost_folders(run_dir: Path, only: str | None = None) -> list[Path]:
+    """The run's store folders that have a cost store (its own, then its shards'), or only the one
+    ``only`` names (``run`` or ``I/N``), which must have one."""
+    from relaybatch.costs.report import COST_STORE_NAME, SHARDS_NAME, store_folders
+
+    if only is not None:
+        text = only.strip()
+        match = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
+        if text != "run" and match is None:
+            raise UserError(
+                f"--store {only!r}: write `run` (the run's own store) or a shard as I/N, e.g. 1/2"
+            )
+        folder = run_dir if match is None else run_dir / SHARDS_NAME / f"{match[1]}-of-{match[2]}"
+        if not (folder / COST_STORE_NAME).exists():
+            what = "run" if match is None else f"shard {match[1]}/{match[2]} of run"
+            raise UserError(
+                f"{what} {run_dir.name} has no cost ledger ({folder / COST_STORE_NAME} is missing); "
+                "list the calls of every store: relaybatch resolve RUN"
+            )
+        return [folder]
+    folders = [folder for folder in store_folders(run_dir) if (folder / COST_STORE_NAME).exists()]
+    if not folders:
+        raise UserError(f"run {run_dir.name} has no cost ledger ({run_dir / COST_STORE_NAME} is missing)")
+    return folders
+
+
+def _unknown_rows(folder: Path) -> list[dict[str, Any]]:
+    """A store's unknown outcomes (its calls in flight too), read-only: it takes no write lock and
+    migrates nothing, so it needs no folder lock and reads beside an execution."""
+    from relaybatch.costs.ledger import CostStore
+    from relaybatch.costs.report import COST_STORE_NAME
+
+    reader = CostStore.open_read_only(folder / COST_STORE_NAME)
+    if reader is None:
+        return []
+    try:
+        return reader.unknown_outcomes()
+    finally:
+        reader.close()
+
+
+def list_unknown(console: Console, run_dir: Path, only: str | None = None) -> list[Path]:
+    """Print the unknown outcomes of the run and its shards (or of the ``only`` store), each with
+    the store it is in; returns the store folders read (`relaybatch resolve RUN`)."""
+    from decimal import Decimal
+
+    folders = cost_folders(run_dir, only)
+    lines = table("call", "store", "job", "item", "model", "worst case USD", title="Unknown outcomes")
+    count = 0
+    for folder in folders:
+        # Listing only reads: an open for writing took SQLite's write lock beside the execution's
+        # commits (and died with "database is locked" after 10 s of one) and migrated an older
+        # layout under the folder lock's holder.
+        for row in _unknown_rows(folder):
+            worst = display_usd(Decimal(row["reserved_usd"] or 0))
+            label = store_label(run_dir, folder)
+            lines.add_row(row["id"], label, row["job"], row["item_id"], row["model"], worst)
+            count += 1
+    console.print(lines)
+    console.print(f"{count} call(s) sent with no answer recorded, each counted at its worst case")
+    return folders
+
+
+def settle_unknown(
+    console: Console,
+    run_dir: Path,
+    row_id: str,
+    charged_usd: str | None,
+    not_charged: bool,
+    only: str | None,
+    hold: Callable[[Path], AbstractContextManager[object]],
+) -> Path:
+    """Settle one unknown outcome from the gateway's bill in the store that has it (the run's own
+    or a shard's; ``only`` names one), inside ``hold(folder)`` (that folder's lock: no execution
+    answers its calls meanwhile), and rewrite that folder's ledger; returns the folder."""
     from decimal import Decimal, InvalidOperation
 
     from relaybatch.costs.ledger import CostStore, write_ledger
     from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 
-    path = run_dir / COST_STORE_NAME
-    if not path.exists():
-        raise UserError(f"run {run_dir.name} has no cost ledger ({path} is missing)")
-    if row_id is not None and (charged_usd is None) == (not not_charged):
+    folders = cost_folders(run_dir, only)
+    if (charged_usd is None) == (not not_charged):
         raise UserError("resolve: give exactly one of --charged USD or --not-charged with a CALL id")
     amount: Decimal | None = None
     if charged_usd is not None:
@@ -168,32 +246,36 @@ def resolve_unknown(
             amount = None
         if amount is None or not amount.is_finite() or amount < 0:
             raise UserError(f"--charged {charged_usd!r}: expected a non-negative amount in USD, e.g. 0.40")
-    if row_id is None:
-        # Listing only reads: opened read-only, it never takes SQLite's write lock (an open for
-        # writing did, beside the execution's commits, and failed with "database is locked" after
-        # 10 s of one) and never migrates the store under a process holding the folder's lock. So
-        # it needs no lock and lists beside an execution, its calls in flight included.
-        reader = CostStore.open_read_only(path)
+    found = [folder for folder in folders if any(row["id"] == row_id for row in _unknown_rows(folder))]
+    missing = UserError(
+        f"run {run_dir.name} has no unknown outcome {row_id!r}"
+        + (f" in store {only}" if only is not None else "")
+        + " (list them: relaybatch resolve RUN)"
+    )
+    if not found:
+        raise missing
+    if len(found) > 1:
+        where = ", ".join(store_label(run_dir, folder) for folder in found)
+        raise UserError(
+            f"{row_id!r} is an unknown outcome in {len(found)} stores of run {run_dir.name} ({where}): each "
+            "is a call of its own on the bill; settle each with --store naming it (run, or I/N for a shard)"
+        )
+    folder = found[0]
+    with hold(folder):
+        store = CostStore(folder / COST_STORE_NAME)
         try:
-            rows = reader.unknown_outcomes() if reader is not None else []
+            # Under the folder's lock no execution of this store is alive: a reservation still open
+            # is a call a dead one left in flight, an unknown outcome (as its next execution would
+            # record it), and it can be settled now.
+            converted = store.reservations_to_unknown()
+            settled = store.resolve(row_id, amount)
+            if converted or settled:
+                write_ledger(store, folder / LEDGER_NAME)
         finally:
-            if reader is not None:
-                reader.close()
-        lines = table("call", "job", "item", "model", "worst case USD", title="Unknown outcomes")
-        for row in rows:
-            worst = display_usd(Decimal(row["reserved_usd"] or 0))
-            lines.add_row(row["id"], row["job"], row["item_id"], row["model"], worst)
-        console.print(lines)
-        console.print(f"{len(rows)} call(s) sent with no answer recorded, each counted at its worst case")
-        return
-    store = CostStore(path)
-    try:
-        if not store.resolve(row_id, amount):
-            raise UserError(
-                f"run {run_dir.name} has no unknown outcome {row_id!r} (list them: relaybatch resolve RUN)"
-            )
-        write_ledger(store, run_dir / LEDGER_NAME)
-    finally:
-        store.close()
+            store.close()
+    if not settled:
+        raise missing
     verdict = "not charged" if amount is None else f"charged {display_usd(amount)}"
-    console.print(f"{row_id}: {verdict}; the budget counts it so from the next execution on")
+    where = "" if folder == run_dir else f" (shard {store_label(run_dir, folder)})"
+    console.print(f"{row_id}{where}: {verdict}; the budget counts it so from the next execution on")
+    return folder

@@ -321,3 +321,46 @@ def test_listing_unknown_outcomes_only_reads_the_store(tmp_path: Path) -> None:
         assert kind == ("table",)
     finally:
         connection.close()
+
+
+def test_resolve_names_the_stores_of_a_call_id_found_in_several_and_settles_the_one_named(
+    tmp_path: Path,
+) -> None:
+    """The same call id unknown in the run's store and a shard's is two calls on the bill: settling it
+    without --store is refused naming both stores; --store settles that store's alone."""
+    from cost_builders import unknown_video_row
+
+    from relaybatch.costs.ledger import CostStore
+
+    run_dir = tmp_path / "demo"
+    shard = run_dir / "shards" / "1-of-2"
+    for folder in (run_dir, shard):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "checkpoint.sqlite").touch()
+        store = CostStore(folder / "costs.sqlite")
+        try:
+            store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
+        finally:
+            store.close()
+    runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
+
+    listed = runner.invoke(app, ["resolve", "demo", *where])
+    assert listed.exit_code == 0, listed.output
+    assert "2 call(s) sent with no answer recorded" in listed.output
+    both = runner.invoke(app, ["resolve", "demo", "kv1:attempt-1", "--not-charged", *where])
+    assert both.exit_code == 1 and "in 2 stores of run demo (run, 1/2)" in both.output, both.output
+    bad = runner.invoke(app, ["resolve", "demo", "kv1:attempt-1", "--not-charged", "--store", "one", *where])
+    assert bad.exit_code == 1 and "--store 'one'" in bad.output, bad.output
+
+    settled = runner.invoke(
+        app, ["resolve", "demo", "kv1:attempt-1", "--not-charged", "--store", "1/2", *where]
+    )
+    assert settled.exit_code == 0, settled.output
+    assert "kv1:attempt-1 (shard 1/2): not charged" in settled.output
+    for folder, left in ((run_dir, 1), (shard, 0)):
+        store = CostStore(folder / "costs.sqlite")
+        try:
+            assert len(store.unknown_outcomes()) == left
+        finally:
+            store.close()
+    assert (shard / "ledger.parquet").exists() and not (run_dir / "ledger.parquet").exists()

@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -485,3 +486,66 @@ def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execut
         merge.kill()
     again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.slow
+def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tmp_path: Path) -> None:
+    """A shard killed with calls in flight leaves them in its own cost store: `relaybatch resolve RUN`
+    lists them with their store (1/2), before any merge (was: "only shard stores so far", and the
+    run's own store alone was read), and settles one there under the shard's lock: refused, naming
+    the holder, while the shard executes; then recorded in the shard's store and ledger."""
+    import pyarrow.parquet as pq
+
+    slow = _slow_emulator(tmp_path, 2.0)
+    runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 400)
+    folder = runs / "many" / "shards" / "1-of-2"
+    shard = SlowRun(manifest, runs, slow, "--shard", "1/2")
+    try:
+        shard.wait_until_sending(folder / "checkpoint.sqlite")
+    finally:
+        shard.kill()  # SIGKILL: its calls in flight stay reserved in the shard's cost store
+
+    listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=slow)
+    assert listed.returncode == 0, listed.stderr
+    calls = re.findall(r"([0-9a-f]{32}:attempt-\d+)\s*│\s*1/2\s*│", listed.stdout)
+    assert calls, listed.stdout
+    assert f"{len(calls)} call(s) sent with no answer recorded" in listed.stdout
+    assert not (runs / "many" / "costs.sqlite").exists()  # the run's own store: none yet
+
+    execution = HelperHolder(folder, "execute")  # the shard executing again
+    try:
+        refused = _relaybatch(
+            "resolve", "many", calls[0], "--charged", "0.40", "--runs-dir", str(runs), emulator=slow
+        )
+        assert refused.returncode == 1, refused.stdout
+        assert f"executing shard 1/2 of run 'many': pid {execution.process.pid}" in refused.stderr
+        assert "settle a call from the bill once the execution has finished" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    finally:
+        execution.kill()
+
+    for store in ("run", "2/2"):
+        absent = _relaybatch(
+            "resolve",
+            "many",
+            calls[0],
+            "--not-charged",
+            "--store",
+            store,
+            "--runs-dir",
+            str(runs),
+            emulator=slow,
+        )
+        assert absent.returncode == 1 and "has no cost ledger" in absent.stderr, absent.stderr
+    settled = _relaybatch(
+        "resolve", "many", calls[0], "--charged", "0.40", "--runs-dir", str(runs), emulator=slow
+    )
+    assert settled.returncode == 0, settled.stderr
+    assert f"{calls[0]} (shard 1/2): charged $0.40" in settled.stdout
+    again = _relaybatch("resolve", "many", "--store", "1/2", "--runs-dir", str(runs), emulator=slow)
+    assert f"{len(calls) - 1} call(s) sent with no answer recorded" in again.stdout, again.stdout
+    assert calls[0] not in again.stdout
+    key, call = calls[0].split(":")
+    ledger = pq.read_table(folder / "ledger.parquet", columns=["item_key", "call", "outcome", "usd"])
+    rows = [row for row in ledger.to_pylist() if (row["item_key"], row["call"]) == (key, call)]
+    assert [(row["outcome"], row["usd"]) for row in rows] == [("charged", Decimal("0.40"))], rows
