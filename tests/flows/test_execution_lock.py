@@ -462,7 +462,15 @@ def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execut
     settling refused meanwhile names the merge and is told a merge sends nothing and to run again
     once it has finished (was: the advice for an execution, "would send the same items twice ...
     stop it"); `status` and `resolve` do not call the merge an execution."""
+    from relaybatch.costs.ledger import CostStore
+    from tests.costs.cost_builders import unknown_video_row
+
     runs, manifest = _finished_run(tmp_path)
+    store = CostStore(runs / "many" / "costs.sqlite")
+    try:  # a call of unknown outcome to settle
+        store.record(unknown_video_row("clips", "v1", "0123", call="attempt-1"))
+    finally:
+        store.close()
     emulator = _slow_emulator(tmp_path, 0)
     merge = HelperHolder(runs / "many", "merge")  # holds it as `relaybatch merge` does
     try:
