@@ -38,7 +38,7 @@ DISPLAY_QUANTUM = Decimal("0.000001")
 
 # Whether a report may rewrite a store folder's ledger.parquet: entered around the rewrite, it
 # yields None while this process may write the folder (holding the folder's lock meanwhile), or
-# who writes the folder now (an execution, a merge), whose own export then writes the ledger. The
+# who writes the folder now (an execution, a merge) and what becomes of the ledger. The
 # run layer's locks decide (run/locking.py ``refreshing_ledger``); this layer imports none of them.
 LedgerGuard = Callable[[Path], AbstractContextManager[str | None]]
 

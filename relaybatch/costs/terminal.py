@@ -16,13 +16,16 @@ from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import (
+    COST_STORE_NAME,
     DASHBOARD_NAME,
     LEDGER_NAME,
+    SHARDS_NAME,
     LedgerGuard,
     RunSpend,
     display_usd,
     load_spend,
     run_folders,
+    store_folders,
 )
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.errors import UserError
@@ -125,10 +128,7 @@ def run_report(
         console.print(budget_table(uses))
     console.print(spend_summary(spend))
     for folder, writer in spend.busy:
-        console.print(
-            f"{folder}: {writer}; its spend is shown as it stands, and its {LEDGER_NAME} is left for "
-            "that process to write"
-        )
+        console.print(f"{folder}: {writer}; its spend is shown as it stands")
     if day:
         console.print("budgets count the whole run: run the report without --since to see their use")
     if spend.unknown_calls:
@@ -158,8 +158,6 @@ def store_label(run_dir: Path, folder: Path) -> str:
 def cost_folders(run_dir: Path, only: str | None = None) -> list[Path]:
     """The run's store folders that have a cost store (its own, then its shards'), or only the one
     ``only`` names (``run`` or ``I/N``), which must have one."""
-    from relaybatch.costs.report import COST_STORE_NAME, SHARDS_NAME, store_folders
-
     if only is not None:
         text = only.strip()
         match = re.fullmatch(r"(\d+)\s*/\s*(\d+)", text)
@@ -185,7 +183,6 @@ def _unknown_rows(folder: Path) -> list[dict[str, Any]]:
     """A store's unknown outcomes (its calls in flight too), read-only: it takes no write lock and
     migrates nothing, so it needs no folder lock and reads beside an execution."""
     from relaybatch.costs.ledger import CostStore
-    from relaybatch.costs.report import COST_STORE_NAME
 
     reader = CostStore.open_read_only(folder / COST_STORE_NAME)
     if reader is None:
@@ -233,7 +230,6 @@ def settle_unknown(
     from decimal import Decimal, InvalidOperation
 
     from relaybatch.costs.ledger import CostStore, write_ledger
-    from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 
     folders = cost_folders(run_dir, only)
     if (charged_usd is None) == (not not_charged):

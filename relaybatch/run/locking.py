@@ -337,8 +337,10 @@ def exporting(paths: RunPaths) -> contextlib.AbstractContextManager[None]:
 def refreshing_ledger(folder: Path) -> Iterator[str | None]:
     """For a report (``costs.report.LedgerGuard``): the store folder's lock while the block rewrites
     its ``ledger.parquet`` (None is yielded), or, when an execution or a merge holds it, nothing held
-    and who that is. The ledger is then theirs: a report rewriting it beside an execution could
-    rename a ledger read before the execution's last charges over the one it has just exported."""
+    and who that is, with what becomes of the ledger (an execution writes it when it ends; a merge
+    writes none, so the next report does). An execution's ledger is then its own: a report rewriting
+    it beside an execution could rename a ledger read before the execution's last charges over the
+    one it has just exported."""
     paths = RunPaths(folder)
     hold = contextlib.ExitStack()
     activity = f"a report rewriting the cost ledger of {what_runs_in(paths)}"
@@ -346,7 +348,11 @@ def refreshing_ledger(folder: Path) -> Iterator[str | None]:
         hold.enter_context(holding(folder, activity, "", momentary=True))
     except RunBusy:
         holder = _read_holder(lock_path(folder))
-        yield holder.describe() if holder else "another process (it has not said which yet)"
+        who = holder.describe() if holder else "another process (it has not said which yet)"
+        if holder is not None and holder.merging:  # a merge folds checkpoints and writes no ledger
+            yield f"{who}; it does not write {paths.ledger.name}: run the report again once it has finished"
+        else:
+            yield f"{who}; its {paths.ledger.name} is left for that process to write"
         return
     with hold:
         yield None

@@ -490,6 +490,11 @@ def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execut
         assert f"in use now: {holder}" in status.stdout
         listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=emulator)
         assert listed.returncode == 0 and "executing now" not in listed.stdout, listed.stdout
+        # A merge writes no ledger: a report beside it says so (was: "left for that process to write").
+        report = _relaybatch("report", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert report.returncode == 0, report.stderr
+        assert f"{holder}" in report.stdout and "left for that process" not in report.stdout
+        assert "does not write ledger.parquet: run the report again once it has finished" in report.stdout
     finally:
         merge.kill()
     again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
