@@ -29,6 +29,8 @@ manifest no longer only grew, so the whole manifest is planned again (its memory
         # what each phase left allocated in Python, by source line (tracemalloc; slow)
     .venv/bin/python benchmarks/cli_phases.py --items 300000 --runs new --trim
         # and the resident set at each phase's end once the C heap's free pages went back
+    .venv/bin/python benchmarks/cli_phases.py --items 300000 --runs new --maps
+        # and where the resident set lives at each phase's end (main heap, threads' heaps, ...)
 """
 
 from __future__ import annotations
@@ -93,6 +95,9 @@ class Clock:
         self.snapshots: list[tracemalloc.Snapshot] = []
         self.trimmed_kb: dict[str, int] = {}  # RSS when the phase last ended, after malloc_trim(0)
         self.trim = _malloc_trim() if os.environ.get("RELAYBATCH_PHASES_TRIM") else None
+        # --maps: the resident set at each phase's end by kind of mapping (/proc/self/smaps)
+        self.maps = os.environ.get("RELAYBATCH_PHASES_MAPS") is not None
+        self.maps_kb: dict[str, dict[str, int]] = {}
 
     def switch(self, phase: str | None) -> None:
         now = time.process_time()
@@ -110,6 +115,8 @@ class Clock:
             if self.trim is not None:  # --trim: what is live, once the C heap's free pages go back
                 self.trim(0)
                 self.trimmed_kb[ended] = _rss_kb()
+            if self.maps:
+                self.maps_kb[ended] = _resident_by_mapping()
             arrow = sys.modules.get("pyarrow")
             if arrow is not None:
                 self.arrow_kb[ended] = arrow.total_allocated_bytes() // 1024
@@ -170,6 +177,35 @@ def _sqlite_counters() -> Any:
         return None  # sqlite3 built into Python's module: no figure
     highwater.restype, highwater.argtypes = ctypes.c_int64, [ctypes.c_int]
     return highwater
+
+
+MAPPINGS = ("main heap", "thread heaps", "other anonymous", "files")
+
+
+def _resident_by_mapping() -> dict[str, int]:
+    """Resident KiB by kind of mapping: the main thread's C heap (``[heap]``), other threads' C
+    heaps (glibc maps 64 MiB per thread arena), other anonymous memory (Python's object arenas,
+    large blocks the C library or Arrow mapped on their own, thread stacks) and files (code)."""
+    totals = dict.fromkeys(MAPPINGS, 0)
+    kind = "files"
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):  # a header: range perms offset dev inode [path]
+                fields = line.split()
+                start, end = (int(bound, 16) for bound in fields[0].split("-"))
+                path = fields[5] if len(fields) > 5 else ""
+                if path == "[heap]":
+                    kind = "main heap"
+                elif path.startswith("/"):
+                    kind = "files"
+                elif end - start == 64 << 20 or (start % (64 << 20) == 0 and end - start < 64 << 20):
+                    kind = "thread heaps"  # a thread arena's heap: 64 MiB reserved, aligned to it
+                else:
+                    kind = "other anonymous"
+            elif first == "Rss:":
+                totals[kind] += int(line.split()[1])
+    return totals
 
 
 def _malloc_trim() -> Any:
@@ -296,6 +332,7 @@ def child(result_path: Path, arguments: list[str]) -> None:
             "python_kb": clock.python_kb,
             "sqlite_kb": clock.sqlite_kb,
             "trimmed_kb": clock.trimmed_kb,
+            "maps_kb": clock.maps_kb,
             "exit": code,
         }
         result_path.write_text(json.dumps(figures))
@@ -375,6 +412,15 @@ def report(measured: list[tuple[str, dict[str, object], float, int]]) -> None:
             )
         peak_mb = max(peaks.values()) / 1024
         print(f"| total | {total:.2f} | {total / items * 1e6:,.0f} | 100% | {peak_mb:.0f} | | | | | | |")
+        by_mapping: dict[str, dict[str, int]] = figures.get("maps_kb") or {}  # type: ignore[assignment]
+        if by_mapping:
+            print(f"\n{name}: resident MB at each phase's end by kind of mapping (--maps)")
+            print("| phase | " + " | ".join(MAPPINGS) + " |")
+            print("|---" * (len(MAPPINGS) + 1) + "|")
+            for phase in PHASES:
+                if phase in by_mapping:
+                    cells = " | ".join(_mb(by_mapping[phase][kind]) for kind in MAPPINGS)
+                    print(f"| {phase} | {cells} |")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
 
 
@@ -402,6 +448,12 @@ def main() -> None:
         "the memory still live, apart from what the allocator kept",
     )
     parser.add_argument(
+        "--maps",
+        action="store_true",
+        help="At each phase's end, the resident set by kind of mapping: main C heap, threads' C heaps, "
+        "other anonymous memory, files",
+    )
+    parser.add_argument(
         "--growth",
         help="Also write what Python allocations each phase left behind, by source line (tracemalloc "
         "snapshots at each phase's ends; slow): PATH.<run>",
@@ -422,6 +474,8 @@ def main() -> None:
         os.environ["RELAYBATCH_PHASES_GROWTH"] = args.growth
     if args.trim:
         os.environ["RELAYBATCH_PHASES_TRIM"] = "1"
+    if args.maps:
+        os.environ["RELAYBATCH_PHASES_MAPS"] = "1"
     runs = [run for run in RUNS if run in args.runs.split(",")]
     with tempfile.TemporaryDirectory(prefix="relaybatch-phases-") as folder:
         report(measure(args.items, Path(folder), runs))

@@ -18,6 +18,7 @@ running execution opens it read-only (``CostStore.open_read_only``) and reads an
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,9 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from relaybatch.arrow_memory import release_unused
+from relaybatch.arrow_memory import RowGroupWriter, release_unused
 from relaybatch.costs.price import COMPONENTS, CallCost
 from relaybatch.costs.pricing import ModelPrices
 from relaybatch.costs.usage import UsageCounts
@@ -555,7 +555,18 @@ class CostStore:
             yield record["model"], record["provider"] or None, json.loads(record["pricing"])
 
 
+@functools.lru_cache(maxsize=32)
+def _nulls(length: int, type_: pa.DataType) -> pa.Array:
+    """An all-null column, made once per length and type and shared by every batch that has one."""
+    return pa.nulls(length, type_)
+
+
 def _column(values: Sequence[Any], column: pa.Field) -> pa.Array:
+    if not any(value is not None for value in values):
+        # Most of the ledger's 61 columns are empty for a kind (a chat row has no image, audio or
+        # video prices): shared, they hold no memory per row group (35 decimal columns are 16
+        # bytes a row each, null or not).
+        return _nulls(len(values), column.type)
     if column.type == MONEY or pa.types.is_timestamp(column.type):
         try:
             # Exact text to exact decimal; a value with more than 18 decimals is refused, not rounded.
@@ -791,7 +802,7 @@ def write_ledger(
     names = ", ".join(column.name for column in ledger_schema())
     cursor = store.db.conn.execute(f"select {names} from charges order by charged_at, id")
     schema = marked(ledger_schema(), LEDGER_EXPORT, mark) if mark else ledger_schema()
-    with replaced_atomically(path) as temporary, pq.ParquetWriter(temporary, schema) as writer:
+    with replaced_atomically(path) as temporary, RowGroupWriter(temporary, schema) as writer:
         # Rows are read and converted a thousand at a time and gathered as Arrow columns (compact)
         # into row groups of ``batch_rows``: 10,000 rows as Python tuples cost about 60 MB more
         # of peak memory than the whole rest of a run (benchmarks/RESULTS.md, "End to end").

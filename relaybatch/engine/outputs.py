@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from relaybatch.arrow_memory import release_unused
+from relaybatch.arrow_memory import RowGroupWriter, release_unused
 from relaybatch.engine.result_columns import (
     READER,
     TIMESTAMP_TYPE,
@@ -273,7 +273,7 @@ def export_job(store: CheckpointStore, job: str, path: Path, mark: str | None = 
     with (
         _no_cycle_collection(),
         replaced_atomically(path) as temporary,
-        pq.ParquetWriter(temporary, schema) as writer,
+        RowGroupWriter(temporary, schema) as writer,
     ):
         wrote = False
         for part in _parts(store, job, layout, schema):

@@ -125,3 +125,42 @@ def test_spend_sums_are_kept_between_writes_and_made_again_after_each(tmp_path: 
         assert per_job == {"clips": Decimal("0.25")}
     finally:
         store.close()
+
+
+def test_a_ledger_written_in_small_batches_equals_the_rows_converted_at_once(tmp_path: Path) -> None:
+    """Columns empty in one batch (a chat row has no video price) are shared all-null arrays: the
+    file still has every column's type and the same values as the rows converted in one go."""
+    from relaybatch.costs.ledger import ledger_schema, ledger_table
+
+    fill_cost_store(tmp_path)
+    store = CostStore(tmp_path / "costs.sqlite")
+    try:
+        names = ", ".join(column.name for column in ledger_schema())
+        rows = store.db.conn.execute(f"select {names} from charges order by charged_at, id").fetchall()
+        whole = ledger_table(rows)
+        empty_somewhere = [
+            name
+            for name in whole.column_names
+            if any(
+                ledger_table(rows[i : i + 3]).column(name).null_count == len(rows[i : i + 3])
+                for i in range(0, 20, 3)
+            )
+            and whole.column(name).null_count < len(rows)
+        ]
+        assert empty_somewhere, "the sample rows should leave some column empty in some batch"
+        # and two batches' empty columns are one array: no memory per row group
+        first, second = ledger_table(rows[:3]), ledger_table(rows[3:6])
+        shared = [name for name in first.column_names if first.column(name).null_count == 3]
+        assert shared and all(
+            first.column(name).chunk(0).buffers()[-1].address
+            == second.column(name).chunk(0).buffers()[-1].address
+            for name in shared
+            if second.column(name).null_count == 3
+        )
+        write_ledger(store, tmp_path / "ledger.parquet", batch_rows=3)
+    finally:
+        store.close()
+    written = pq.read_table(tmp_path / "ledger.parquet")
+    assert written.schema.equals(ledger_schema(), check_metadata=False)
+    assert written.num_rows == len(rows) == 20
+    assert written.cast(whole.schema).equals(whole)
