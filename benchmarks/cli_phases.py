@@ -179,7 +179,7 @@ def _sqlite_counters() -> Any:
     return highwater
 
 
-MAPPINGS = ("main heap", "thread heaps", "other anonymous", "files")
+MAPPINGS = ("main heap", "thread heaps", "other anonymous", "files", "Python arenas", "Python objects")
 
 
 def _resident_by_mapping() -> dict[str, int]:
@@ -205,7 +205,33 @@ def _resident_by_mapping() -> dict[str, int]:
                     kind = "other anonymous"
             elif first == "Rss:":
                 totals[kind] += int(line.split()[1])
-    return totals
+    return {**totals, **_pymalloc_kb()}
+
+
+def _pymalloc_kb() -> dict[str, int]:
+    """Python's small-object allocator: the arenas it holds (1 MiB each, part of "other anonymous";
+    an arena goes back only when all of it is free) and the bytes of the objects live in them."""
+    import re
+
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as out:
+        os.dup2(out.fileno(), 2)  # sys._debugmallocstats writes to the C library's stderr
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read()
+
+    def figure(label: str) -> int:
+        found = re.search(rf"# {label}\s*=\s*([\d,]+)", text)
+        return int(found.group(1).replace(",", "")) if found else 0
+
+    return {
+        "Python arenas": figure("arenas allocated current") * 1024,
+        "Python objects": figure("bytes in allocated blocks") // 1024,
+    }
 
 
 def _malloc_trim() -> Any:
