@@ -111,9 +111,13 @@ CACHE_KIB = 8_000
 # (benchmarks/RESULTS.md, "Disk per item").
 PAGE_SIZE = 8192
 SCAN_CACHE_KIB = 2_000
-# Rows per statement when adding items: big enough that per-statement costs vanish, small enough
-# that the JSON text of one chunk stays a few megabytes on million-item manifests.
-ADD_CHUNK_ROWS = 5000
+# Rows per statement when adding items: big enough that per-statement costs vanish (1,000 rows
+# planned no slower than 5,000), small enough that a chunk's items (Python objects with their
+# requests) stay a few megabytes. With 5,000, planning a million rows left Python's small-object
+# arenas 15 MB bigger for the rest of the run than planning 20,000 (an arena goes back only when
+# all of it is free; the few objects that outlive a chunk keep arenas of its size): the run's peak
+# at a million items 171 MB against 155 with 1,000 (benchmarks/RESULTS.md, issue 19 target 2).
+ADD_CHUNK_ROWS = 1000
 # Columns read for an item about to be sent or polled (not the result, which can be large).
 WORK_COLUMNS = ("rowid", "key", "item_id", "job", "kind", "request", "state", "attempts", "remote_id")
 # The column that orders ``iter_items``'s merged streams (a name no item column has).
