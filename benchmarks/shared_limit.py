@@ -95,6 +95,9 @@ class Recording:
         self.answers.append((time.time(), status))
         self.inner.observe(status, headers, rate_limit)
 
+    def no_answer(self) -> None:
+        self.inner.no_answer()
+
 
 async def work(args: argparse.Namespace) -> None:
     from pydantic import SecretStr

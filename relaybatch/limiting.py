@@ -1,8 +1,9 @@
 """The limiter interface every gateway request passes through.
 
 The client calls ``acquire`` before each request (polls included) and ``observe`` after each
-answer, so one limiter shared by a whole run sees all traffic and can slow everybody down on a
-429. Implementations: ``Unlimited`` here; the shared token bucket lives with the engine.
+answer, or ``no_answer`` when none came (never connected, dropped), so one limiter shared by a
+whole run sees all traffic and can slow everybody down on a 429. Implementations: ``Unlimited``
+here; the shared token bucket lives with the engine.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class Limiter(Protocol):
     ) -> None:
         """Learn from an answer: its status, its x-ratelimit-* headers and a 429 body's rate_limit."""
 
+    def no_answer(self) -> None:
+        """A granted request ended with no answer (it never connected, or the connection dropped):
+        it is no longer on its way, and says nothing about the limit."""
+
 
 class Unlimited:
     """A limiter that never waits; for one-off calls and tests that measure raw speed."""
@@ -38,4 +43,7 @@ class Unlimited:
         headers: Mapping[str, str],
         rate_limit: Mapping[str, Any] | None = None,
     ) -> None:
+        return None
+
+    def no_answer(self) -> None:
         return None

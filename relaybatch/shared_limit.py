@@ -247,6 +247,10 @@ class SharedLimiter:
         if self._local is not None:
             self._local.observe(status, headers, rate_limit)
 
+    def no_answer(self) -> None:
+        if self._local is not None:
+            self._local.no_answer()
+
 
 async def open_shared_limiter(limit: SharedLimit, local: Limiter | None = None) -> SharedLimiter:
     """A SharedLimiter on the configured Prefect server; the limit is created if missing."""

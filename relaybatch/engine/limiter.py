@@ -267,6 +267,13 @@ class AdaptiveTokenBucket:
             self._cap_to_remaining(remaining, hints.reset_requests)
         self._recover()
 
+    def no_answer(self) -> None:
+        """A request that got no answer is not on its way any more. Before, it counted as unanswered
+        for UNANSWERED_TTL_SECONDS, and while no limit is known the climb's probe waits for every
+        request to be answered: one refused connection held the whole run for a minute."""
+        if self._unanswered:
+            self._unanswered.popleft()
+
     def _not_the_windows_429(self, remaining: float, hints: ServerHints) -> None:
         """A 429 from a window that still admits requests: the rate is not the cause, so the rate
         stays and nobody waits for the window's reset (up to 60 s on a sliding window). Everyone

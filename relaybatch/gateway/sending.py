@@ -142,6 +142,7 @@ class Sender:
         try:
             answer = await self.exchange(self._build(call))
         except httpx.TransportError as exc:
+            self.limiter.no_answer()
             raise _NoAnswer(_transport_error(call, exc, self.http.timeout)) from None
         if answer.status >= 400:
             raise _ErrorAnswer(self._error(answer.status, answer.headers, answer.body))
@@ -154,6 +155,7 @@ class Sender:
         try:
             response = await self.http.send(self._build(call).httpx_request(), stream=True)
         except httpx.TransportError as exc:
+            self.limiter.no_answer()
             raise _NoAnswer(_transport_error(call, exc, self.http.timeout)) from None
         try:
             if response.status_code >= 400:

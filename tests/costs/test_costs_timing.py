@@ -31,6 +31,9 @@ class SlowLimiter:
     def observe(self, status: int, headers: Mapping[str, str], rate_limit: Any = None) -> None:
         return None
 
+    def no_answer(self) -> None:
+        return None
+
 
 async def test_latency_excludes_the_limiter_wait_and_both_files_agree(tmp_path: Path) -> None:
     app = create_app(load_config())

@@ -68,6 +68,23 @@ async def test_cold_start_sends_one_request_then_follows_the_limit_its_answer_re
     assert limiter.rate_limited == 0
 
 
+async def test_a_request_that_got_no_answer_does_not_hold_the_cold_start_probe(clock: FakeClock) -> None:
+    # A refused connection (wrong port, a dropped connection) before any limit is known: the probe
+    # never gets an answer. It used to count as on its way for 60 s, holding every other request.
+    limiter = bucket(clock, None)
+    await limiter.acquire()
+    limiter.no_answer()
+    second = asyncio.ensure_future(limiter.acquire())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert second.done() and clock.now < 1000.1
+    limiter.observe(200, {})  # the retry's answer: the climb goes on from there
+    third = asyncio.ensure_future(limiter.acquire())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert third.done() and clock.now < 1000.1
+
+
 @pytest.mark.parametrize("rung", [0, 1, 5, 6, 29, 30, 119, 120, 599, 600, 1199, 1200])
 def test_the_cold_start_ladder_is_the_published_plan_limits_then_doubling(rung: int) -> None:
     expected = {0: 1, 1: 6, 5: 6, 6: 30, 29: 30, 30: 120, 119: 120, 120: 300}

@@ -33,6 +33,9 @@ class RecordingLocal:
     def observe(self, status: int, headers: Mapping[str, str], rate_limit: Any = None) -> None:
         self.observed.append(status)
 
+    def no_answer(self) -> None:
+        self.observed.append(0)
+
 
 class FakeClock:
     def __init__(self) -> None:

@@ -50,6 +50,9 @@ class RecordingLimiter:
     ) -> None:
         self.events.append(("observe", (status, rate_limit)))
 
+    def no_answer(self) -> None:
+        self.events.append(("no_answer", None))
+
     @property
     def acquires(self) -> list[Any]:
         return [value for kind, value in self.events if kind == "acquire"]

@@ -182,6 +182,31 @@ async def test_limiter_sees_every_attempt(
     assert first_limit is not None and "rpm" in first_limit
 
 
+async def test_the_limiter_hears_of_an_attempt_that_got_no_answer(
+    make_client: ClientFactory, emulator_app: Starlette, limiter: RecordingLimiter
+) -> None:
+    # Without it the run's limiter counted the dropped attempt as on its way for a minute, and
+    # while no limit is known nothing else goes until every request is answered.
+    await schedule_faults(
+        emulator_app,
+        {"fault": "drop=before", "at": [1], "paths": ["/v1/models"]},
+        {"fault": "truncate", "at": [1], "paths": ["/v1/models/pricing"]},
+    )
+    async with make_client() as client:
+        await client.list_models()
+        await client.get_pricing("relay-chat-small")
+    assert limiter.events == [
+        ("acquire", "other"),
+        ("no_answer", None),
+        ("acquire", "other"),
+        ("observe", (200, None)),
+        ("acquire", "other"),
+        ("observe", (200, None)),  # a cut-off body was still an answer: its status was observed
+        ("acquire", "other"),
+        ("observe", (200, None)),
+    ]
+
+
 async def test_rate_limited_account_gives_up_after_max_attempts(
     make_client: ClientFactory, emulator_app: Starlette, sleeps: SleepLog
 ) -> None:
