@@ -112,6 +112,10 @@ def _budget_option(value: str | None) -> str | None:
         raise typer.BadParameter(f"{value!r} is not an amount in USD, e.g. 5.00") from None
     if not amount.is_finite() or amount <= 0:
         raise typer.BadParameter(f"{value!r}: the budget must be a positive amount in USD")
+    from relaybatch.manifests.limits import MAX_BUDGET_USD
+
+    if amount > MAX_BUDGET_USD:
+        raise typer.BadParameter(f"{value!r}: the budget must be at most {MAX_BUDGET_USD:,} USD")
     return value
 
 

@@ -87,3 +87,26 @@ def test_ctrl_c_while_run_imports_its_engine_is_reported_with_the_resume_command
     assert "stopped: nothing was in flight" in result.output
     assert f"resume with: relaybatch run {manifest} --runs-dir {tmp_path / 'runs'}" in result.output
     assert signal.getsignal(signal.SIGTERM) == handler
+
+
+def test_a_run_name_that_is_not_one_folder_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # --run-name ../evil wrote the run's folder beside the runs folder; '' fell back to the default.
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\n")
+    runs = tmp_path / "place" / "runs"
+    for name in ("../evil", "..", "a/b", ""):
+        result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(runs), "--run-name", name])
+        assert result.exit_code == 1, (name, result.output)
+        assert f"error: run name {name!r} is not a folder name" in result.output
+        assert "Traceback" not in result.output
+    assert [path.name for path in tmp_path.rglob("*")] == ["m.csv"]
+
+
+def test_a_budget_too_big_to_show_is_a_usage_error(tmp_path: Path) -> None:
+    # --budget 1e400 passed, then every progress line, `status` and `report` died on a traceback.
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\n")
+    result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(tmp_path), "--budget", "1e400"])
+    assert result.exit_code == 2
+    assert "'1e400': the budget must be at most 1,000,000,000,000 USD" in result.output
+    assert list(tmp_path.iterdir()) == [manifest]

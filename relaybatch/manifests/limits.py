@@ -7,6 +7,8 @@ saying what to do instead. docs/manifests.md ("Limits") lists them with the same
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 # PyYAML keeps about 45 bytes of node per byte of YAML (6.8 MB of inline items took 326 MB to
 # compose), so a YAML manifest stays small and rows in bulk go in a data file, which streams.
 MAX_YAML_BYTES = 2 * 1024 * 1024
@@ -21,6 +23,9 @@ MAX_ALIAS_VALUES = 100_000
 # One request's JSON, and one line of a CSV or JSONL file. The families cap inline request bodies
 # near 20 MB (inline image data included), so a bigger one could only fail at the gateway.
 MAX_REQUEST_BYTES = 20 * 1024 * 1024
+# The largest budget (run or job, manifest or --budget): money is shown to 1/10,000 USD within
+# Decimal's 28 digits, and a budget of 1e400 USD crashed every screen that shows it.
+MAX_BUDGET_USD = Decimal(1_000_000_000_000)
 
 
 def megabytes(size: int) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from relaybatch.manifests.items import Kind
+from relaybatch.manifests.limits import MAX_BUDGET_USD
 
 UncertainPolicy = Literal["report", "resend"]
 
@@ -23,7 +24,9 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$", description="default: file stem")
-    budget_usd: Decimal | None = Field(default=None, gt=0, description="stop new billed work past this")
+    budget_usd: Decimal | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, description="stop new billed work past this"
+    )
     concurrency: int = Field(default=16, ge=1, le=1024)
     rate_limit_rpm: int | None = Field(
         default=None, gt=0, description="a known requests-per-minute limit for this process's limiter"
@@ -33,6 +36,13 @@ class RunSettings(BaseModel):
     )
 
     _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, name: str | None) -> str | None:
+        if name in (".", ".."):  # the pattern allows dots: these two would be the runs folder or its parent
+            raise ValueError(f"'{name}' is not a folder name; use letters, digits, . _ -")
+        return name
 
 
 class JobSpec(BaseModel):
@@ -57,7 +67,7 @@ class JobSpec(BaseModel):
         default="native",
         description="converter: call the model through the kind's converter base (a model of another family)",
     )
-    budget_usd: Decimal | None = Field(default=None, gt=0)
+    budget_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
     provider: str | None = Field(
         default=None,
         min_length=1,

@@ -184,7 +184,7 @@ def plan_run(
     """
     overrides = overrides or RunOverrides()
     manifest = open_manifest(manifest_path)
-    name = overrides.run_name or manifest.run_name
+    name = manifest.run_name if overrides.run_name is None else overrides.run_name
     run = run_paths(runs_dir, name)
     paths = shard.paths(run) if shard else run
     resolved = str(manifest_path.resolve())

@@ -35,6 +35,12 @@ class RunPaths:
 
     @classmethod
     def for_run(cls, runs_dir: Path, name: str) -> RunPaths:
+        """The folder of run ``name``: one folder right under ``runs_dir``, never elsewhere."""
+        if not name.strip() or name in (".", "..") or any(sign in name for sign in ("/", "\\", "\0")):
+            raise UserError(
+                f"run name {name!r} is not a folder name: give one without '/', other than '.' or "
+                "'..' (--run-name, or run.name in the manifest; letters, digits, . _ - are safest)"
+            )
         return cls(runs_dir / name)
 
     @property

@@ -142,6 +142,22 @@ def test_a_csv_header_naming_a_column_twice_or_not_at_all_is_refused(
     assert _problems(manifest) == [f"{table}:1: {message}"]
 
 
+def test_a_run_name_of_dots_and_budgets_too_big_to_show_are_refused(write) -> None:
+    manifest = write(
+        "m.yaml",
+        """
+        run: {name: "..", budget_usd: "1e400"}
+        jobs:
+          - {name: a, kind: chat, model: m, prompt: x, items: [{q: 1}], budget_usd: "2000000000000"}
+        """,
+    )
+    assert _problems(manifest) == [
+        f"{manifest}:1: run.name: '..' is not a folder name; use letters, digits, . _ -",
+        f"{manifest}:1: run.budget_usd: Input should be less than or equal to 1000000000000",
+        f"{manifest}:3: jobs[0].budget_usd: Input should be less than or equal to 1000000000000",
+    ]
+
+
 def test_broken_yaml_names_its_line(write) -> None:
     manifest = write("m.yaml", "jobs:\n  - name: a\n    kind: [chat\n")
     (problem,) = _problems(manifest)
