@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from relaybatch.errors import UserError
@@ -27,6 +27,10 @@ EMULATOR_DEMO_KEY = "rb-demo-key"
 # After the first Ctrl-C or SIGTERM, requests in flight get this long to finish (run/stopping.py):
 # with 3 s to exit, the process is gone within 10 s, a common supervisor's wait before SIGKILL.
 STOP_GRACE_SECONDS = 7.0
+# The first part of every gateway route's path: a base URL never ends in one.
+_ROUTE_PREFIXES = ("v1", "v2", "v1beta")
+# Settings a command-line option sets too: an error names both.
+_OPTIONS = {"RELAYBATCH_BASE_URL": "--base-url", "RELAYBATCH_RUNS_DIR": "--runs-dir"}
 
 
 class Settings(BaseSettings):
@@ -81,6 +85,28 @@ class Settings(BaseSettings):
         description="Converter bases and the platform-mapping parameter name, where the interface is open.",
     )
 
+    @field_validator("base_url")
+    @classmethod
+    def _a_gateway_root(cls, value: str | None) -> str | None:
+        """An http(s) URL with a host, the gateway's root; blank is unset (the embedded emulator)."""
+        if value is None or not value.strip():
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"{value!r} is not an http:// or https:// URL with a host, e.g. https://gateway.example"
+            )
+        if parts.path.rstrip("/").rsplit("/", 1)[-1] in _ROUTE_PREFIXES:
+            # An SDK's base URL (.../v1): every route would go to /v1/v1/... and answer 404.
+            root = value.strip().rstrip("/").rsplit("/", 1)[0]
+            raise ValueError(
+                f"{value!r} ends in a route prefix; give the gateway's root ({root}): relaybatch adds "
+                "/v1, /v2 or /v1beta to each route itself"
+            )
+        return value.strip()
+
     def __init__(self, **values: Any) -> None:
         """Bad values (from the environment, mostly) are a user error naming the variable, not a traceback."""
         try:
@@ -116,5 +142,7 @@ def _settings_problems(error: ValidationError) -> str:
             # A check across a nested setting's fields: name the variables that were set.
             name = ", ".join(f"{name}__{key.upper()}={value}" for key, value in given.items()) or name
         message = problem["msg"].removeprefix("Value error, ")
+        if name in _OPTIONS:
+            name += f" (or {_OPTIONS[name]})"
         lines.append(f"setting {name}: {message}")
     return "; ".join(lines) + " (fix or unset the variable)"
