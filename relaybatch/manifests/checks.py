@@ -7,6 +7,7 @@ out (typed-judgment criteria, V2 video seconds and sizes, generate-content image
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -261,15 +262,37 @@ REQUEST_MODELS: dict[str, type[BaseModel]] = {
 
 
 def coerce_numbers(request: dict[str, Any]) -> list[tuple[str, str]]:
-    """Turn numeric text (CSV cells) into numbers in place; return (field, message) for bad text."""
+    """Turn numeric text (CSV cells) into numbers in place; return (field, message) for bad values.
+
+    A whole number written as a float (16.0: pandas writes an integer column with a gap as floats,
+    in Parquet and in CSV text) is that integer; NaN and infinities are refused (JSON has none).
+    """
     problems: list[tuple[str, str]] = []
     for field, value in list(request.items()):
-        if not isinstance(value, str) or field not in INTEGER_FIELDS | NUMBER_FIELDS:
+        if field not in INTEGER_FIELDS | NUMBER_FIELDS or isinstance(value, bool):
             continue
-        try:
-            request[field] = int(value) if field in INTEGER_FIELDS else float(value)
-        except ValueError:
-            problems.append((field, f"'{value}' is not a number"))
+        if isinstance(value, str):
+            try:
+                number: float = int(value) if field in INTEGER_FIELDS else float(value)
+            except ValueError:
+                try:
+                    number = float(value)
+                except ValueError:
+                    problems.append((field, f"'{value}' is not a number"))
+                    continue
+        elif isinstance(value, int | float):
+            number = value
+        else:
+            continue
+        if isinstance(number, float) and not math.isfinite(number):
+            problems.append((field, f"'{value}' is not a finite number"))
+        elif field in INTEGER_FIELDS and isinstance(number, float):
+            if number.is_integer():
+                request[field] = int(number)
+            else:
+                problems.append((field, f"'{value}' is not a whole number"))
+        else:
+            request[field] = number
     return problems
 
 

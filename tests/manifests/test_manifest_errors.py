@@ -158,6 +158,27 @@ def test_a_run_name_of_dots_and_budgets_too_big_to_show_are_refused(write) -> No
     ]
 
 
+def test_whole_numbers_written_as_floats_are_integers_and_nan_is_refused(write, tmp_path: Path) -> None:
+    # pandas writes an integer column with a gap as floats: 16.0 in Parquet, "16.0" in CSV. Both were
+    # refused ("'16.0' is not a number"), and a NaN temperature passed, to be sent as invalid JSON.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t.parquet"
+    columns = {"id": ["a", "b", "c"], "model": ["m"] * 3, "prompt": ["x", "y", "z"]}
+    pq.write_table(
+        pa.table({**columns, "max_tokens": [16.0, 16.5, 8.0], "temperature": [0.5, 1.0, float("nan")]}), table
+    )
+    assert _problems(table) == [
+        f"{table}:2: max_tokens: '16.5' is not a whole number",
+        f"{table}:3: temperature: 'nan' is not a finite number",
+    ]
+    csv = write("t.csv", "id,model,prompt,max_tokens,top_p\na,m,x,16.0,0.5\nb,m,y,16,1\n")
+    requests = [item.request for item in open_manifest(csv).iter_items()]
+    assert [(request["max_tokens"], request["top_p"]) for request in requests] == [(16, 0.5), (16, 1.0)]
+    assert all(type(request["max_tokens"]) is int for request in requests)
+
+
 def test_broken_yaml_names_its_line(write) -> None:
     manifest = write("m.yaml", "jobs:\n  - name: a\n    kind: [chat\n")
     (problem,) = _problems(manifest)
