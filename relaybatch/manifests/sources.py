@@ -8,6 +8,7 @@ of one request; a file that stops being readable ends in one located BadRow, nev
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 from collections.abc import Iterator, Sequence
@@ -64,6 +65,14 @@ def jsonable(value: Any) -> Any:
         return {str(key): jsonable(inner) for key, inner in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(inner) for inner in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        # A binary Parquet column (or YAML !!binary): text when it is UTF-8, else base64, which an
+        # image column reads as image bytes. str() gave Python's "b'...'" as the prompt.
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
     return str(value)
 
 

@@ -189,3 +189,16 @@ def test_batch_line_mistakes_are_located(tmp_path: Path) -> None:
         f"{path}:4: body: is required in a batch line (custom_id, method, url, body)",
         f"{path}:5: item 'c2' duplicates the item at {path}:1 (same job and request); remove one",
     ]
+
+
+def test_a_binary_parquet_column_is_text_or_base64_image_bytes(tmp_path: Path, png: bytes) -> None:
+    # A binary column's cells became Python's "b'...'" text: the prompt sent was b'h\xc3\xa9llo'.
+    table = tmp_path / "t.parquet"
+    binary = {"prompt": pa.array(["héllo".encode()], pa.binary()), "image": pa.array([png], pa.binary())}
+    pq.write_table(pa.table({"id": ["a"], "model": ["m"], **binary}), table)
+    (item,) = load_items(table)
+    (message,) = item.request["messages"]
+    assert message["content"][0] == {"type": "text", "text": "héllo"}
+    assert (
+        message["content"][1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(png).decode()
+    )
