@@ -292,11 +292,11 @@ def _run(
         if outcome.stopped:
             typer.echo(f"stopped: {outcome.stopped}", err=True)
         else:
+            from relaybatch.run.status import status_command
+
             left = ", ".join(f"{state} {count}" for state, count in sorted(unfinished.items()))
-            typer.echo(
-                f"not every item is done ({left}); `relaybatch status {planned.run_name}` says why",
-                err=True,
-            )
+            status = status_command(planned.paths.run_root.parent, planned.run_name)
+            typer.echo(f"not every item is done ({left}); `{status}` says why", err=True)
         typer.echo(f"resume with: {_resume_command()}", err=True)
         raise typer.Exit(1)
 

@@ -110,3 +110,16 @@ def test_a_budget_too_big_to_show_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "'1e400': the budget must be at most 1,000,000,000,000 USD" in result.output
     assert list(tmp_path.iterdir()) == [manifest]
+
+
+def test_the_status_advice_of_an_unfinished_run_names_its_runs_folder(tmp_path: Path) -> None:
+    # `relaybatch status NAME` alone looked in data/runs: "no run at data/runs/NAME".
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-unknown,hi\n")  # the gateway answers 400
+    runs = tmp_path / "my runs"
+    result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(runs)])
+    assert result.exit_code == 1
+    advice = f"`relaybatch status m --runs-dir '{runs}'` says why"
+    assert f"not every item is done (failed 1); {advice}" in result.output
+    status = CliRunner().invoke(app, ["status", "m", "--runs-dir", str(runs)])
+    assert status.exit_code == 0 and "failed" in status.output

@@ -160,7 +160,8 @@ def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None
         table.add_row(row["job"], row["item_id"], row["last_error"])
     parts: list[Table | Text] = [table]
     if limit is not None and total > limit:
-        parts.append(Text(f"... and {total - limit} more; `relaybatch status {run_name} --all` lists them"))
+        command = status_command(store.path.parent.parent, run_name, "--all")
+        parts.append(Text(f"... and {total - limit} more; `{command}` lists them"))
     return parts
 
 
@@ -173,10 +174,18 @@ def resume_command(store: CheckpointStore, run_name: str) -> str:
         command += ["--run-name", run_name]
     # The store sits at RUNS/NAME/checkpoint.sqlite: a run outside the default runs folder
     # resumes only with that folder named, or the command would start a new run elsewhere.
-    runs_dir = store.path.resolve().parent.parent
-    if runs_dir != runs_dir_or_default(None).resolve():
-        command += ["--runs-dir", str(runs_dir)]
-    return shlex.join(command)
+    return shlex.join(command + runs_dir_options(store.path.parent.parent))
+
+
+def runs_dir_options(runs_dir: Path) -> list[str]:
+    """``--runs-dir RUNS`` when a command without it would look in another runs folder."""
+    runs_dir = runs_dir.resolve()
+    return [] if runs_dir == runs_dir_or_default(None).resolve() else ["--runs-dir", str(runs_dir)]
+
+
+def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
+    """The `relaybatch status` command line that shows this run, as the user can paste it."""
+    return shlex.join(["relaybatch", "status", run_name, *options, *runs_dir_options(runs_dir)])
 
 
 def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -> Group:
@@ -191,9 +200,8 @@ def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -
         parts.append(table)
         total = counts.get(state, 0)
         if limit is not None and total > limit:
-            parts.append(
-                Text(f"... and {total - limit} more {state}; `relaybatch status {run_name} --all` lists them")
-            )
+            command = status_command(store.path.parent.parent, run_name, "--all")
+            parts.append(Text(f"... and {total - limit} more {state}; `{command}` lists them"))
     parts.extend(media_missing_parts(store, run_name, limit))
     if counts.get(UNCERTAIN):
         parts.append(
