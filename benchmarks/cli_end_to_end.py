@@ -73,6 +73,7 @@ class Process:
     exit_code: int
     first_request_seconds: float | None = None  # any request (the catalog read comes first)
     first_billed_seconds: float | None = None  # the first POST: an item's call
+    stop_seconds: float | None = None  # from the SIGINT (a user's Ctrl-C) to the process's exit
 
 
 @dataclass
@@ -107,12 +108,16 @@ def relaybatch_run(
     with log.open("a") as output:
         spawned = time.monotonic()
         process = subprocess.Popen(command, stdout=output, stderr=output, env=environment)
+        signalled: list[float] = []  # when the SIGINT was sent
         if stop_after is not None:
             threading.Thread(
-                target=interrupt_after, args=(process, emulator, answered_before + stop_after), daemon=True
+                target=interrupt_after,
+                args=(process, emulator, answered_before + stop_after, signalled),
+                daemon=True,
             ).start()
         peak_kb, _ = wait_with_peak_memory(process, timeout=3600)
-        seconds = time.monotonic() - spawned
+        ended = time.monotonic()
+        seconds = ended - spawned
     firsts = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()
     first, billed = firsts["monotonic"], firsts.get("post")
     return Process(
@@ -121,6 +126,7 @@ def relaybatch_run(
         exit_code=process.returncode,
         first_request_seconds=None if first is None else first - spawned,
         first_billed_seconds=None if billed is None else billed - spawned,
+        stop_seconds=ended - signalled[0] if signalled else None,
     )
 
 
@@ -129,10 +135,14 @@ def answered(emulator: ServedEmulator) -> int:
     return int(httpx.get(f"{emulator.url}/_bench/statuses", timeout=30).json().get("200", 0))
 
 
-def interrupt_after(process: subprocess.Popen[bytes], emulator: ServedEmulator, count: int) -> None:
-    """SIGINT the run once the emulator has answered ``count`` requests (a user's Ctrl-C)."""
+def interrupt_after(
+    process: subprocess.Popen[bytes], emulator: ServedEmulator, count: int, signalled: list[float]
+) -> None:
+    """SIGINT the run once the emulator has answered ``count`` requests (a user's Ctrl-C); the
+    moment it was sent goes into ``signalled``."""
     while process.poll() is None:
         if answered(emulator) >= count:
+            signalled.append(time.monotonic())
             process.send_signal(signal.SIGINT)
             return
         time.sleep(0.05)
@@ -233,7 +243,9 @@ def report(sizes: list[Size]) -> None:
             first = resumed.first_billed_seconds
             print(
                 f"  resume of a run interrupted at {INTERRUPT_AT:.0%} (exit {size.interrupted.exit_code} "
-                f"after {size.interrupted.seconds:.1f} s), manifest unchanged: first call after "
+                f"after {size.interrupted.seconds:.1f} s, "
+                f"{_seconds(size.interrupted.stop_seconds)} after the SIGINT), manifest unchanged: "
+                "first call after "
                 f"{'none' if first is None else f'{first:.2f} s'} "
                 f"(ratio to {TARGET_START_SECONDS:.0f} s: {(first or 0) / TARGET_START_SECONDS:.2f}; "
                 f"first request of any kind {_seconds(resumed.first_request_seconds)}), "
