@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +30,8 @@ def test_ctrl_c_while_the_command_line_imports_exits_130_without_a_traceback(
     assert capsys.readouterr().err == "stopped before anything started\n"
 
 
-def test_the_installed_command_is_this_entry_point() -> None:
-    from importlib.metadata import entry_points
+def test_the_command_is_this_entry_point() -> None:
+    import tomllib
 
-    (command,) = [point for point in entry_points(group="console_scripts") if point.name == "relaybatch"]
-    assert command.value == "relaybatch.__main__:main"
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"relaybatch": "relaybatch.__main__:main"}
