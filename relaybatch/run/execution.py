@@ -37,7 +37,7 @@ from relaybatch.run.assemble import (
 from relaybatch.run.locking import executing, exporting
 from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
-from relaybatch.run.stopping import stop_on_signals
+from relaybatch.run.stopping import interrupt_at_once, stop_on_signals
 
 if TYPE_CHECKING:
     from relaybatch.shared_limit import SharedLimit
@@ -129,6 +129,14 @@ async def execute_run(
                                 await asyncio.wait_for(asyncio.shield(work), settings.stop_grace_seconds)
                             work.cancel()
                             raise
+                    if signalled.signal is not None and summary.stopped is not None:
+                        # A million items' exports take half a minute: say what the wait is for.
+                        print(
+                            f"stopped ({signalled.signal}): writing the cost ledger and the results before "
+                            "leaving (Ctrl-C again to leave them to the next run or `relaybatch export`)",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                 finally:
                     _RUNNING.pop(paths.checkpoint, None)
                     if telemetry is not None:
@@ -185,6 +193,9 @@ async def run_locally(
     with contextlib.ExitStack() as hold:  # the store's lock, from planning to export
         planned = planned or plan_run(manifest, runs_dir, shard, hold=hold)
         hold.enter_context(executing(planned.paths))
+        # A Ctrl-C once the engine has stopped (the ledger and results being written) leaves the
+        # exports to the next run at once (stopping.interrupt_at_once).
+        hold.enter_context(interrupt_at_once())
         planned_at = time.monotonic()
         result = await execute_run(planned.paths, base_url)
         executed = time.monotonic()

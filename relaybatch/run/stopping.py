@@ -113,6 +113,27 @@ def stop_on_signals(
             signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def interrupt_at_once() -> Iterator[None]:
+    """While the block runs, Ctrl-C raises KeyboardInterrupt at the next line of Python, also in
+    synchronous work inside the event loop (the cost ledger and results written as a run ends).
+
+    ``asyncio.run``'s own handler only cancels the main task, which a synchronous export notices at
+    its next ``await``, once it is done: at a million items the second Ctrl-C that was to leave the
+    exports to the next run waited half a minute for them. ``stop_on_signals`` inside the block
+    gives this handler back when the engine's stop is over."""
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: no handler of ours
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
 def stop_when_parent_dies() -> bool:
     """Ask Linux to send this process SIGTERM when its parent dies (PR_SET_PDEATHSIG).
 

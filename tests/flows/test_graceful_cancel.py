@@ -333,3 +333,36 @@ def test_a_signal_after_the_last_answer_stops_nothing_and_the_run_finishes(
     assert result.exit_code == 0, result.output
     assert "items: done 2 (2 new)" in result.output
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_ctrl_c_while_the_results_are_written_leaves_them_to_the_next_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exports run synchronously inside the event loop, where asyncio's own SIGINT handler only
+    cancels the task at its next await, after them: at a million items the Ctrl-C that was to leave
+    them to the next run waited half a minute. Now it interrupts them at once."""
+    from typer.testing import CliRunner
+
+    from relaybatch.cli import app
+    from relaybatch.run import execution
+
+    progress = {"steps": 0}
+
+    def slow_export(*args: object, **kwargs: object) -> list[Path]:
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C as the export begins
+        for _ in range(200):  # a long synchronous export, a line of Python at a time
+            progress["steps"] += 1
+            time.sleep(0.01)
+        return []
+
+    monkeypatch.setattr(execution, "export_results", slow_export)
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\n")
+    before = signal.getsignal(signal.SIGINT)
+
+    result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(tmp_path / "runs")])
+
+    assert progress["steps"] < 200, "the export ran to its end before the Ctrl-C was heard"
+    assert result.exit_code == 130, result.output
+    assert "Traceback" not in result.output and "resume with: relaybatch" in result.output
+    assert signal.getsignal(signal.SIGINT) is before
