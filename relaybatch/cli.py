@@ -404,7 +404,7 @@ def _unchecked(error: Exception) -> str:
 def plan(
     manifest: ManifestArgument,
     base_url: BaseUrlOption = None,
-    show_items: Annotated[int, typer.Option("--items", help="Also list the first N items.")] = 0,
+    show_items: Annotated[int, typer.Option("--items", min=0, help="Also list the first N items.")] = 0,
 ) -> None:
     """Show the items of a manifest and an estimated cost per job, sending no billed request."""
     import asyncio

@@ -123,3 +123,12 @@ def test_the_status_advice_of_an_unfinished_run_names_its_runs_folder(tmp_path: 
     assert f"not every item is done (failed 1); {advice}" in result.output
     status = CliRunner().invoke(app, ["status", "m", "--runs-dir", str(runs)])
     assert status.exit_code == 0 and "failed" in status.output
+
+
+def test_plan_items_below_zero_is_a_usage_error(tmp_path: Path) -> None:
+    # --items -1 printed an empty item table and exited 0.
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("id,model,prompt\nq1,relay-chat-small,hi\n")
+    result = CliRunner().invoke(app, ["plan", str(manifest), "--items", "-1"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--items'" in result.output
