@@ -9,10 +9,13 @@ request (``record_request``) and applies rate limits and faults, so routes never
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, deque
+import json
+from array import array
+from collections import deque
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -45,6 +48,8 @@ class Account:
 
 @dataclass(slots=True)
 class Charge:
+    """One billed call, as the ledger hands it out (built on reading; the ledger keeps it packed)."""
+
     account: str
     route: str
     model: str
@@ -65,6 +70,115 @@ class Charge:
         }
 
 
+def _json_native(value: Any) -> bool:
+    """Whether ``value`` comes back from a JSON round trip equal and of the same types."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return True
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_native(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_native(v) for v in value)
+    return False
+
+
+class Ledger(Sequence[Charge]):
+    """Every charge of the emulator's lifetime, packed: about 100 bytes a charge instead of ~700.
+
+    A served emulator keeps every charge for as long as it runs (a million-item dry run makes a
+    million), so nothing here is a Python object per charge: (account, route, model) is an index
+    into the distinct triples, the time a double, the body hash its 32-byte digest, and the USD
+    amount (its exact decimal text) with the usage (its keys' shape, kept once, and its values as
+    compact JSON) one stretch of a byte buffer.
+    Reading builds Charge objects equal to what was charged: money stays Decimal, exactly.
+    """
+
+    def __init__(self) -> None:
+        self._triples: list[tuple[str, str, str]] = []
+        self._triple_index: dict[tuple[str, str, str], int] = {}
+        self._triple_of = array("I")
+        self._times = array("d")
+        self._digests = bytearray()
+        self._text = bytearray()  # b"<usd> <usage shape> <usage values JSON>" per charge, back to back
+        self._shapes: list[tuple[str, ...]] = []
+        self._shape_index: dict[tuple[str, ...], int] = {}
+        self._text_ends = array("Q")
+        self._odd_usage: dict[int, dict[str, Any]] = {}  # usage JSON would not give back as it was
+
+    def append(self, charge: Charge) -> None:
+        triple = (charge.account, charge.route, charge.model)
+        index = self._triple_index.get(triple)
+        if index is None:
+            index = self._triple_index[triple] = len(self._triples)
+            self._triples.append(triple)
+        usage = b""
+        if _json_native(charge.usage):
+            # The usage's keys are the same call after call: kept once, as a shape; the values as JSON.
+            shape = tuple(charge.usage)
+            number = self._shape_index.get(shape)
+            if number is None:
+                number = self._shape_index[shape] = len(self._shapes)
+                self._shapes.append(shape)
+            values = json.dumps(list(charge.usage.values()), separators=(",", ":"), ensure_ascii=False)
+            usage = b"%d %s" % (number, values.encode())
+        else:
+            self._odd_usage[len(self._times)] = charge.usage
+        self._text += str(charge.usd).encode() + b" " + usage
+        self._text_ends.append(len(self._text))
+        self._digests += bytes.fromhex(charge.body_hash)
+        self._triple_of.append(index)
+        self._times.append(charge.time)
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @overload
+    def __getitem__(self, index: int) -> Charge: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Charge]: ...
+
+    def __getitem__(self, index: int | slice) -> Charge | list[Charge]:
+        if isinstance(index, slice):
+            return [self._charge(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("ledger index out of range")
+        return self._charge(index)
+
+    def __iter__(self) -> Iterator[Charge]:
+        for index in range(len(self)):
+            yield self._charge(index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Ledger | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Ledger({list(self)!r})"
+
+    def _charge(self, index: int) -> Charge:
+        account, route, model = self._triples[self._triple_of[index]]
+        start = self._text_ends[index - 1] if index else 0
+        usd, _, usage = bytes(self._text[start : self._text_ends[index]]).partition(b" ")
+        if usage:
+            shape, _, values = usage.partition(b" ")
+            found = dict(zip(self._shapes[int(shape)], json.loads(values), strict=True))
+        body_hash = self._digests[32 * index : 32 * index + 32].hex()
+        return Charge(
+            account,
+            route,
+            model,
+            Decimal(usd.decode()),
+            found if usage else self._odd_usage[index],
+            body_hash,
+            self._times[index],
+        )
+
+
 @dataclass(slots=True)
 class RequestRecord:
     method: str
@@ -74,9 +188,102 @@ class RequestRecord:
     time: float
 
 
+_DIGEST_BITS = 256
+_DIGEST_MASK = (1 << _DIGEST_BITS) - 1
+
+
+class RequestCounts(Mapping[tuple[str, str, str], int]):
+    """How many times each distinct (method, path, body sha256 hex) came, in first-seen order.
+
+    Reads like the Counter it replaces (a missing key counts 0); stores each distinct request as
+    one int key, (index of its method and path) << 256 | its sha256 digest: about 100 bytes, not
+    the ~400 of a tuple of two strings and a 64-character hex string. The full digest is kept (not
+    a shorter one) because the admin API lists it and callers match bodies by it exactly.
+    """
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[str, str]] = []
+        self._pair_index: dict[tuple[str, str], int] = {}
+        self._pair_totals: list[int] = []
+        self._counts: dict[int, int] = {}
+
+    def add(self, method: str, path: str, body_hash: str) -> None:
+        pair = (method, path)
+        index = self._pair_index.get(pair)
+        if index is None:
+            index = self._pair_index[pair] = len(self._pairs)
+            self._pairs.append(pair)
+            self._pair_totals.append(0)
+        key = index << _DIGEST_BITS | int(body_hash, 16)
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._pair_totals[index] += 1
+
+    def total(self, method: str, path: str) -> int:
+        """Requests with this method and path, whatever their body."""
+        index = self._pair_index.get((method, path))
+        return 0 if index is None else self._pair_totals[index]
+
+    def _key(self, key: object) -> int | None:
+        if not (isinstance(key, tuple) and len(key) == 3):
+            return None
+        method, path, body_hash = key
+        index = self._pair_index.get((method, path))
+        if index is None or not isinstance(body_hash, str) or len(body_hash) != 64:
+            return None
+        try:
+            return index << _DIGEST_BITS | int(body_hash, 16)
+        except ValueError:
+            return None
+
+    def _unpack(self, key: int) -> tuple[str, str, str]:
+        method, path = self._pairs[key >> _DIGEST_BITS]
+        return method, path, f"{key & _DIGEST_MASK:064x}"
+
+    def __getitem__(self, key: tuple[str, str, str]) -> int:
+        packed = self._key(key)
+        return 0 if packed is None else self._counts.get(packed, 0)
+
+    def __contains__(self, key: object) -> bool:
+        packed = self._key(key)
+        return packed is not None and packed in self._counts
+
+    def get(self, key: tuple[str, str, str], default: Any = None) -> Any:
+        packed = self._key(key)
+        return default if packed is None else self._counts.get(packed, default)
+
+    def __iter__(self) -> Iterator[tuple[str, str, str]]:
+        for key in self._counts:
+            yield self._unpack(key)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def items(self) -> ItemsView[tuple[str, str, str], int]:
+        return _CountItems(self)
+
+    def values(self) -> ValuesView[int]:
+        return _CountValues(self)
+
+
+class _CountItems(ItemsView[tuple[str, str, str], int]):
+    _mapping: RequestCounts
+
+    def __iter__(self) -> Iterator[tuple[tuple[str, str, str], int]]:
+        log = self._mapping
+        for key, count in log._counts.items():
+            yield log._unpack(key), count
+
+
+class _CountValues(ValuesView[int]):
+    _mapping: RequestCounts
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._mapping._counts.values())
+
+
 @dataclass
 class RequestLog:
-    counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    counts: RequestCounts = field(default_factory=RequestCounts)
     recent: deque[RequestRecord] = field(default_factory=lambda: deque(maxlen=RECENT_REQUESTS_KEPT))
 
 
@@ -106,7 +313,7 @@ class EmulatorState:
         self.revoked_keys: frozenset[str] = frozenset(k for a in config.accounts for k in a.revoked_keys)
         # Hidden models are not kept at all: for clients they do not exist.
         self.models: dict[str, ModelConfig] = {m.id: m for m in config.models if not m.hidden}
-        self.ledger: list[Charge] = []
+        self.ledger = Ledger()
         self.requests = RequestLog()
         self.rate_limiter = RateLimiter()
         self.faults = FaultInjector(config.faults)
@@ -183,7 +390,7 @@ class EmulatorState:
     def record_request(self, method: str, path: str, body_hash: str, account: str | None) -> int:
         """Log one request; returns its number (1-based, over the emulator's lifetime)."""
         self.request_number += 1
-        self.requests.counts[(method, path, body_hash)] += 1
+        self.requests.counts.add(method, path, body_hash)
         self.requests.recent.append(RequestRecord(method, path, body_hash, account, self.clock.now()))
         return self.request_number
 
@@ -195,4 +402,4 @@ class EmulatorState:
         """How many requests had this method and path (and body, when given)."""
         if body is not None:
             return self.requests.counts[(method, path, hash_body(body))]
-        return sum(n for (m, p, _), n in self.requests.counts.items() if (m, p) == (method, path))
+        return self.requests.counts.total(method, path)
