@@ -157,3 +157,25 @@ async def test_admin_answers_are_byte_for_byte_what_the_plain_records_gave(
         for r in state.requests.recent
     ]
     assert answer.content == JSONResponse({"total": 7, "distinct": distinct, "recent": recent}).body
+
+
+def test_request_counts_stay_exact_as_the_table_grows() -> None:
+    """Thousands of entries (the table grows several times), with every bodiless GET sharing one
+    digest across thousands of paths, and repeats of early entries after each growth."""
+    counts, reference = RequestCounts(), Counter[tuple[str, str, str]]()
+    empty = hashlib.sha256(b"").hexdigest()
+    for n in range(6000):
+        for key in [("GET", f"/v2/videos/v_{n}", empty), ("POST", "/v1/chat/completions", digest(str(n)))]:
+            counts.add(*key)
+            reference[key] += 1
+        if n % 997 == 0:
+            early = ("GET", "/v2/videos/v_0", empty)
+            counts.add(*early)
+            reference[early] += 1
+
+    assert list(counts.items()) == list(reference.items()) and len(counts) == 12_000
+    assert all(counts[key] == n for key, n in reference.items())
+    assert counts[("GET", "/v2/videos/v_0", empty)] == 8
+    assert (
+        counts.total("GET", "/v2/videos/v_5999") == 1 and counts.total("POST", "/v1/chat/completions") == 6000
+    )
