@@ -26,6 +26,9 @@ from relaybatch.run import RunBusy, RunPaths, executing, holder_of
 from relaybatch.run.locking import holding
 from tests.flows.test_graceful_cancel import RELAYBATCH, _counts, _env, _slow_emulator
 
+IN_FLIGHT_SECONDS = 60.0  # a slow emulator's chat latency: far longer than the steps taken meanwhile
+CHAT = ("/v1/chat/",)  # only the calls are slow: each refused run checks the catalog first
+
 HOLDER = textwrap.dedent(
     """
     import sys
@@ -221,7 +224,9 @@ def _write_manifest(path: Path, rows: int) -> Path:
 def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_after_a_sigkill(
     tmp_path: Path,
 ) -> None:
-    fast, slow = _slow_emulator(tmp_path, 0), _slow_emulator(tmp_path, 2.0)
+    # Calls take a minute: the first wave is still in flight through every step below (a call
+    # listed in flight must still be in flight when it is settled, also on a loaded machine).
+    fast, slow = _slow_emulator(tmp_path, 0), _slow_emulator(tmp_path, IN_FLIGHT_SECONDS, CHAT)
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 4)
     for shard in ("1/2", "2/2"):
         done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", shard, emulator=fast)
@@ -268,7 +273,7 @@ def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_afte
 
 @pytest.mark.slow
 def test_the_same_shard_twice_is_refused_and_merge_waits_for_the_shard(tmp_path: Path) -> None:
-    slow = _slow_emulator(tmp_path, 2.0)
+    slow = _slow_emulator(tmp_path, IN_FLIGHT_SECONDS, CHAT)  # the shard executes through every step
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 400)
     shard = SlowRun(manifest, runs, slow, "--shard", "1/2")
     try:

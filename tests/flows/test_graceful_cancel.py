@@ -81,9 +81,12 @@ async def test_without_a_signal_nothing_happens() -> None:
 # -- a real `relaybatch run` in its own process group -------------------------------------------
 
 
-def _slow_emulator(tmp_path: Path, latency: float) -> Path:
+def _slow_emulator(tmp_path: Path, latency: float, paths: tuple[str, ...] = ()) -> Path:
+    """An emulator config whose answers take ``latency`` seconds (only on routes starting with one
+    of ``paths``, when given: the catalog a run checks first can stay quick)."""
     config = yaml.safe_load((REPO_ROOT / "configs" / "emulator.yaml").read_text())
-    config["faults"] = {"seed": 0, "rules": [{"fault": f"latency={latency}", "rate": 1.0}]} if latency else {}
+    rule = {"fault": f"latency={latency}", "rate": 1.0, "paths": list(paths)}
+    config["faults"] = {"seed": 0, "rules": [rule]} if latency else {}
     path = tmp_path / f"emulator-{latency}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
