@@ -20,12 +20,12 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
+from emulator_throughput import serve_command, wait_until_up
 from ports import free_port
 
 TARGET_BYTES_PER_REQUEST = 200
@@ -66,19 +66,6 @@ async def send(base: str, first: int, count: int, concurrency: int) -> Counter[i
     return statuses
 
 
-def wait_until_up(base: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit("the emulator exited before serving")
-        try:
-            httpx.get(base + "/v1/models", headers=HEADERS, timeout=2).raise_for_status()
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit("the emulator did not start within 60 s")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=100_000, help="measured distinct chat requests")
@@ -88,18 +75,7 @@ def main() -> None:
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable,
-        "-m",
-        "relaybatch",
-        "emulator",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
-    server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(serve_command(port), cwd=REPO, stdout=subprocess.DEVNULL)
     try:
         wait_until_up(base, server)
         # Enough balance that no request of the run gets 402 (a refused call is not charged).

@@ -99,6 +99,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def serve_command(port: int) -> list[str]:
+    """`relaybatch emulator serve` on loopback at ``port``, with this interpreter."""
+    serve = ["emulator", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, "-m", "relaybatch", *serve]
+
+
 def wait_until_up(base: str, server: subprocess.Popen[bytes]) -> None:
     import urllib.request
 
@@ -166,17 +172,7 @@ def parse_args() -> argparse.Namespace:
 def measure(args: argparse.Namespace, server_cpu: set[int], client_cpus: set[int]) -> list[Round]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable,
-        "-m",
-        "relaybatch",
-        "emulator",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    command = serve_command(port)
     # The banner (address, keys, admin API) is not part of the figures; errors still reach stderr.
     server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
     rounds = []
