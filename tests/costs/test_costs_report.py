@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from cost_builders import fill_cost_store, write_checkpoint_events
+from cost_builders import fill_cost_store, unknown_video_row, write_checkpoint_events
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
 from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.dashboard_data import MAX_BUCKETS, DashboardData, TimeBuckets
-from relaybatch.costs.ledger import MONEY
+from relaybatch.costs.ledger import MONEY, CostStore
 from relaybatch.costs.report import MAX_TIME_POINTS, RunSpend, activity_from_events, load_spend
 
 D = Decimal
@@ -234,19 +234,21 @@ def test_dashboard_time_buckets_widen_for_long_runs_and_keep_the_total() -> None
     assert points[-1][1]["usd"] == D("57.60")  # 5,760 charges, none lost in the merge
 
 
-def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: Path) -> None:
-    from cost_builders import unknown_video_row
-
-    from relaybatch.costs.ledger import CostStore
-
-    run_dir = tmp_path / "demo"
-    run_dir.mkdir()
-    (run_dir / "checkpoint.sqlite").touch()
-    store = CostStore(run_dir / "costs.sqlite")
+def _store_with_an_unknown_call(folder: Path) -> None:
+    """A store folder (an empty checkpoint beside it) whose cost store holds one call sent with no
+    answer recorded: kv1:attempt-1, a video of job "clips"."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "checkpoint.sqlite").touch()
+    store = CostStore(folder / "costs.sqlite")
     try:
         store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
     finally:
         store.close()
+
+
+def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: Path) -> None:
+    run_dir = tmp_path / "demo"
+    _store_with_an_unknown_call(run_dir)
     runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
 
     listed = runner.invoke(app, ["resolve", "demo", *where])
@@ -276,18 +278,8 @@ def test_listing_unknown_outcomes_only_reads_the_store(tmp_path: Path) -> None:
     a layout-0 store stays as it is (was: migrated by a listing, under whoever held the lock)."""
     import sqlite3
 
-    from cost_builders import unknown_video_row
-
-    from relaybatch.costs.ledger import CostStore
-
     run_dir = tmp_path / "demo"
-    run_dir.mkdir()
-    (run_dir / "checkpoint.sqlite").touch()
-    store = CostStore(run_dir / "costs.sqlite")
-    try:
-        store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
-    finally:
-        store.close()
+    _store_with_an_unknown_call(run_dir)
     engine = sqlite3.connect(run_dir / "costs.sqlite", isolation_level=None)
     try:
         engine.execute("PRAGMA busy_timeout=0")
@@ -328,20 +320,10 @@ def test_resolve_names_the_stores_of_a_call_id_found_in_several_and_settles_the_
 ) -> None:
     """The same call id unknown in the run's store and a shard's is two calls on the bill: settling it
     without --store is refused naming both stores; --store settles that store's alone."""
-    from cost_builders import unknown_video_row
-
-    from relaybatch.costs.ledger import CostStore
-
     run_dir = tmp_path / "demo"
     shard = run_dir / "shards" / "1-of-2"
     for folder in (run_dir, shard):
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "checkpoint.sqlite").touch()
-        store = CostStore(folder / "costs.sqlite")
-        try:
-            store.record(unknown_video_row("clips", "v1", "kv1", call="attempt-1"))
-        finally:
-            store.close()
+        _store_with_an_unknown_call(folder)
     runner, where = CliRunner(), ["--runs-dir", str(tmp_path)]
 
     listed = runner.invoke(app, ["resolve", "demo", *where])
