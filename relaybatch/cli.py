@@ -175,6 +175,23 @@ def run(
             "gateway's headers and 429s [default: run.rate_limit_rpm, else learnt from the gateway].",
         ),
     ] = None,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="Put failed items back to pending before sending (after you fixed their cause): all "
+            "of them, or those whose reason contains one of the REASON texts; never uncertain items.",
+        ),
+    ] = False,
+    reasons: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[REASON]...",
+            help="With --retry-failed: retry only failures whose reason contains one of these texts "
+            "(case-insensitive), e.g. 403.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a manifest, or resume its run: done items are never sent again.
 
@@ -182,8 +199,13 @@ def run(
     without Prefect; with one, it is a run-manifest flow run on that server. Exit code 0 when every
     item of the manifest is done; 1 when the run stopped early or items failed, are uncertain or
     still open (run the same command again to resume); 2 for usage errors; 130 when Ctrl-C or
-    SIGTERM stopped it cleanly (the command that resumes is printed).
+    SIGTERM stopped it cleanly (the command that resumes is printed). `--retry-failed [REASON...]`
+    puts failed items back to pending first, saying how many and why.
     """
+    if reasons and not retry_failed:
+        raise typer.BadParameter(
+            f"unexpected argument {reasons[0]!r}: REASON texts go with --retry-failed", param_hint="REASON"
+        )
     # Something on the screen (or in the log) at once, before the engine's imports and the
     # manifest's validation and planning, which take seconds on a busy machine or a big manifest.
     typer.echo(f"relaybatch run: checking {manifest}", err=True)
@@ -204,7 +226,8 @@ def run(
             concurrency=concurrency,
             rate_limit_rpm=rate_limit_rpm,
         )
-        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides)
+        retry = tuple(reasons or ()) if retry_failed else None
+        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides, retry)
     except KeyboardInterrupt:
         typer.echo("stopped: nothing was in flight; the checkpoint holds every item's state", err=True)
         typer.echo(f"resume with: {_resume_command()}", err=True)
@@ -220,6 +243,7 @@ def _run(
     shard: str | None,
     shared_limit_rpm: int | None,
     overrides: Any,
+    retry: tuple[str, ...] | None = None,
 ) -> None:
     import asyncio
     import contextlib
@@ -252,6 +276,11 @@ def _run(
         planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
         if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
             typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
+        if retry is not None:  # after the plan, under its lock: nothing runs in between
+            from relaybatch.run.retry import retry_failed
+
+            for line in retry_failed(planned.paths, retry).lines():
+                typer.echo(f"relaybatch run: {line}", err=True)
         if server is None:
             # No server: the same steps without Prefect (no temporary server, no Prefect import).
             outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
@@ -541,15 +570,29 @@ def resolve(
 def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
     """Rebuild a run's results Parquet files (one per job) and its cost ledger from its stores.
 
-    Every file is written again, also one edited in place. Refused while the run executes or
-    merges (it exports its results itself when it ends)."""
-    from relaybatch.run import rebuild_run_exports
+    Every file is written again, also one edited in place. While the run executes (or merges) it
+    writes a consistent snapshot under <run>/snapshot/ instead, the rows done so far with their
+    answers, and the run goes on (it writes its own files when it ends)."""
+    from relaybatch.run import RunBusy, rebuild_run_exports
 
     paths = _existing_run(run_name, runs_dir)
-    for path in rebuild_run_exports(paths):  # holds the run's lock (run/locking.py)
+    try:
+        results = rebuild_run_exports(paths)  # holds the run's lock (run/locking.py)
+        ledger = paths.ledger if paths.ledger.exists() else None
+    except RunBusy:
+        from relaybatch.run import holder_of
+        from relaybatch.run.snapshot import export_snapshot
+
+        holder = holder_of(paths.root)
+        who = holder.describe() if holder else "another process"
+        typer.echo(f"note: {who}; exporting a snapshot beside it to {paths.snapshot.root}", err=True)
+        snapshot = export_snapshot(paths)
+        console.print(snapshot.line())
+        results, ledger = snapshot.results, snapshot.ledger
+    for path in results:
         console.print(f"results: {path}")
-    if paths.ledger.exists():
-        console.print(f"cost ledger: {paths.ledger}")
+    if ledger is not None:
+        console.print(f"cost ledger: {ledger}")
 
 
 @app.command()

@@ -18,6 +18,7 @@ running execution opens it read-only (``CostStore.open_read_only``) and reads an
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sqlite3
@@ -37,7 +38,7 @@ from relaybatch.costs.usage import UsageCounts
 from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils
-from relaybatch.sqlite_batches import transaction
+from relaybatch.sqlite_batches import read_snapshot, transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -316,6 +317,11 @@ class CostStore:
         """The store's layout (``PRAGMA user_version``); below SCHEMA_VERSION, the first open for
         writing migrates it."""
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Every read inside sees the charges as at the first one (the ledger exported beside an
+        execution: run/snapshot.py), while the execution goes on writing."""
+        return read_snapshot(self.db.conn)
 
     def _check_layout(self) -> int:
         version: int = self.db.execute("PRAGMA user_version").fetchone()[0]

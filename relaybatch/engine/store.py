@@ -46,6 +46,7 @@ from relaybatch.engine.states import (
     FAILED,
     PENDING,
     POLLING,
+    RETRY_POLL,
     RETRY_SEND,
     SENDING,
     SETTLED_STATES,
@@ -60,7 +61,7 @@ from relaybatch.engine.states import (
 )
 from relaybatch.lean_imports import import_sqlite_utils
 from relaybatch.manifests import Item
-from relaybatch.sqlite_batches import json_array, json_columns, transaction
+from relaybatch.sqlite_batches import json_array, json_columns, read_snapshot, transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -522,6 +523,11 @@ class CheckpointStore:
     @classmethod
     def open_read_only(cls, path: Path) -> CheckpointStore:
         return cls(path, read_only=True)
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Every read inside sees the store as at the first one (an export beside an execution:
+        run/snapshot.py), while the execution goes on writing."""
+        return read_snapshot(self.db.conn)
 
     def layout(self) -> int:
         """The store's layout (``PRAGMA user_version``); below SCHEMA_VERSION, the first open for
@@ -1252,6 +1258,39 @@ class CheckpointStore:
             "where state in ('failed', 'uncertain') group by 1, 2"
         )
         return [(state, reason, count, key) for state, reason, count, key in self.db.execute(sql)]
+
+    def retry_failures(self, reasons: Sequence[str] = (), detail: str = "retried") -> dict[str, int]:
+        """Failed items back to ``pending`` (`relaybatch run --retry-failed`), in one transaction
+        through the checked write path: every one, or those whose reason contains one of ``reasons``
+        (case-insensitive). Never uncertain items (they may have been billed), and never failed
+        paid remote work whose polls failed (``RETRY_POLL``: a resume polls it, it is never created
+        again). How many items moved, per reason they had failed with."""
+        where = f"state = '{FAILED}' and coalesce(retryable, 0) != {RETRY_POLL}"
+        args: list[Any] = []
+        if reasons:
+            where += " and (" + " or ".join("instr(lower(coalesce(last_error, '')), ?) > 0" for _ in reasons)
+            where += ")"
+            args = [reason.lower() for reason in reasons]
+        moved: dict[str, int] = {}
+        stamp = now_ms()
+        with transaction(self.db.conn):
+            while True:
+                rows = self.db.execute(
+                    f"select key, coalesce(last_error, 'no reason recorded') from items where {where} "
+                    "order by rowid limit ?",
+                    [*args, ADD_CHUNK_ROWS],
+                ).fetchall()
+                if not rows:
+                    return moved
+                fields = {"retryable": None, "not_before": None, "last_error": None}
+                changes = [
+                    Change(key, PENDING, fields, f"{detail}; it had failed: {why}") for key, why in rows
+                ]
+                if self._apply_segment(changes):  # not reachable: the items were chosen by their state
+                    raise IllegalTransition(changes[0].key, FAILED, PENDING)
+                self._insert_events(changes, stamp)
+                for _, why in rows:
+                    moved[why] = moved.get(why, 0) + 1
 
     def calls(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
         """Every distinct (job, kind, model) in the store (of items in ``states`` when given, read

@@ -5,6 +5,7 @@
     <runs>/<name>/ledger.parquet      the ledger, exported
     <runs>/<name>/results/<job>.parquet
     <runs>/<name>/media/              files the gateway returned (images, videos, audio)
+    <runs>/<name>/snapshot/           results/ and ledger.parquet exported beside an execution
     <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
@@ -25,6 +26,7 @@ LEDGER_NAME = "ledger.parquet"
 RESULTS_NAME = "results"
 MEDIA_NAME = "media"
 SHARDS_NAME = "shards"
+SNAPSHOT_NAME = "snapshot"
 LOCK_NAME = "execution.lock"
 SENDING_LOCK_NAME = "sending.lock"
 
@@ -70,6 +72,12 @@ class RunPaths:
     @property
     def shards(self) -> Path:
         return self.root / SHARDS_NAME
+
+    @property
+    def snapshot(self) -> RunPaths:
+        """Where an export beside an execution writes (run/snapshot.py): its ``results`` and
+        ``ledger``, apart from the files the execution itself writes when it ends."""
+        return RunPaths(self.root / SNAPSHOT_NAME)
 
     @property
     def lock(self) -> Path:
