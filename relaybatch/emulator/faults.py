@@ -4,7 +4,8 @@ Fault syntax (header ``x-emulator-fault`` and config rules alike): directives se
 or ``,``: ``status=500|429|529|...`` (answer that error without processing), ``latency=0.3``
 (seconds added before processing), ``drop=before`` (connection broken, nothing processed),
 ``drop=after`` (processed and charged, then the connection breaks), ``truncate`` (a complete HTTP
-answer whose body is cut in half).
+answer whose body is cut in half), ``invalid_json`` (a structured text answer is processed and
+charged as usual, but its JSON is broken or breaks the request's schema: text/structured.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import httpx
 from relaybatch.emulator.config import FaultRule, FaultsConfig
 
 FAULT_HEADER = "x-emulator-fault"
+# The request-state key the middleware sets when the invalid_json fault hits a request.
+INVALID_JSON = "invalid_json"
 
 
 class FaultSyntaxError(ValueError):
@@ -38,13 +41,14 @@ class Fault:
     latency: float = 0.0
     drop: str | None = None  # "before" | "after"
     truncate: bool = False
+    invalid_json: bool = False
 
 
 def parse_fault(text: str) -> Fault:
     status: int | None = None
     latency = 0.0
     drop: str | None = None
-    truncate = False
+    truncate = invalid_json = False
     for directive in text.replace(",", ";").split(";"):
         name, _, value = directive.strip().partition("=")
         name, value = name.strip().lower(), value.strip().lower()
@@ -65,13 +69,15 @@ def parse_fault(text: str) -> Fault:
                 drop = value
             elif name == "truncate":
                 truncate = True
+            elif name == "invalid_json":
+                invalid_json = True
             else:
                 raise FaultSyntaxError(f"unknown fault directive '{name}'")
         except ValueError as error:
             if isinstance(error, FaultSyntaxError):
                 raise
             raise FaultSyntaxError(f"fault directive '{directive.strip()}' has a bad value") from None
-    return Fault(status, latency, drop, truncate)
+    return Fault(status, latency, drop, truncate, invalid_json)
 
 
 class FaultInjector:

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relaybatch.emulator.auth import read_presented
 from relaybatch.emulator.errors import ErrorShape, error_response, shape_for_path, shaped_error
-from relaybatch.emulator.faults import FAULT_HEADER, DroppedConnection, Fault, FaultSyntaxError
+from relaybatch.emulator.faults import FAULT_HEADER, INVALID_JSON, DroppedConnection, Fault, FaultSyntaxError
 from relaybatch.emulator.ratelimit import WindowReport, rate_limit_body
 from relaybatch.emulator.state import Account, EmulatorState, hash_body
 
@@ -135,6 +135,8 @@ class GatewayMiddleware:
         account: Account | None,
         shape: ErrorShape,
     ) -> None:
+        if fault.invalid_json:
+            scope.setdefault("state", {})[INVALID_JSON] = True  # the text route reads it (routes.py)
         if fault.latency:
             await sleep(fault.latency)
         if fault.drop == "before":

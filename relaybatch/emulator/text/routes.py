@@ -22,6 +22,7 @@ from relaybatch.emulator.codecs.fast_json import JSONResponse
 from relaybatch.emulator.codecs.sse import frames_response
 from relaybatch.emulator.config import ModelConfig
 from relaybatch.emulator.errors import ErrorShape, shaped_error
+from relaybatch.emulator.faults import INVALID_JSON
 from relaybatch.emulator.parsing import json_object, optional_bool
 from relaybatch.emulator.problems import InvalidRequest
 from relaybatch.emulator.state import Account, EmulatorState, request_body, request_body_hash
@@ -29,7 +30,7 @@ from relaybatch.emulator.text import chat, generate_content, messages, responses
 from relaybatch.emulator.text.answer import Answer
 from relaybatch.emulator.text.converters import Format, family_mismatch, project_counts
 from relaybatch.emulator.text.image_reply import image_reply
-from relaybatch.emulator.text.synth import ChatRequest, Reply, request_digest, synthesize
+from relaybatch.emulator.text.synth import ChatRequest, Reply, request_digest, structured, synthesize
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ async def handle_text(
         if refusal:
             raise InvalidRequest(refusal)
         parsed = fmt.parse(body, path_model)
+        parsed.invalid_json = bool(request.scope.get("state", {}).get(INVALID_JSON)) and structured(parsed)
         stream = stream or optional_bool(body, "stream")
         model = _model(state, account, parsed.model, shape)
         reply = await _reply(request, fmt, model, parsed, body, converter)
@@ -122,7 +124,9 @@ async def handle_text(
     counts = project_counts(reply.counts, fmt.name)
     pricing = state.price_for(model.id)
     usd = token_cost(pricing, counts) if pricing else Decimal(0)
-    usage = {"format": fmt.name, **counts.as_dict()}
+    usage: dict[str, Any] = {"format": fmt.name, **counts.as_dict()}
+    if parsed.invalid_json:
+        usage["fault"] = INVALID_JSON  # so a test can sum the bill of the broken answers
     unpaid = state.charge(
         account, request.url.path, model.id, usd, usage, request_body_hash(request), shape=shape
     )

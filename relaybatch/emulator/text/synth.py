@@ -20,6 +20,13 @@ from typing import Any
 
 from relaybatch.emulator.billing import TokenCounts
 from relaybatch.emulator.config import ModelConfig
+from relaybatch.emulator.text.structured import (
+    asked_words,
+    broken_text,
+    long_text,
+    schema_value,
+    violating_value,
+)
 
 TOKENS_PER_TURN = 3
 CACHE_MIN_PROMPT_TOKENS = 1024
@@ -79,6 +86,8 @@ class ChatRequest:
     inline_images: int = 0
     # Structured output: the answer is a JSON document that fits this schema.
     json_schema: dict[str, Any] | None = None
+    # The invalid_json fault hit this request: a structured answer comes back broken (structured.py).
+    invalid_json: bool = False
 
 
 @dataclass(slots=True)
@@ -172,6 +181,36 @@ def _tool_to_call(request: ChatRequest) -> ToolSpec | None:
     return request.tools[0]
 
 
+def _forced(request: ChatRequest, tool: ToolSpec) -> bool:
+    """The request names this tool: structured output through a forced tool."""
+    return request.tool_choice == tool.name or (request.tool_choice == "required" and len(request.tools) == 1)
+
+
+def _arguments(request: ChatRequest, tool: ToolSpec, digest: str) -> dict[str, Any]:
+    """A forced tool's arguments fit its schema (or break it under the invalid_json fault); a tool the
+    model chose gets the plain example values."""
+    if not _forced(request, tool):
+        return example_value(tool.parameters, tool.name)
+    if request.invalid_json:
+        return violating_value(tool.parameters)
+    return schema_value(tool.parameters, digest)
+
+
+def _text(request: ChatRequest, digest: str) -> str:
+    if request.json_schema is not None:
+        document = schema_value(request.json_schema, digest)
+        return broken_text(document) if request.invalid_json else json.dumps(document, sort_keys=True)
+    last_user = next((t.text for t in reversed(request.turns) if t.role == "user"), "")
+    words = asked_words(last_user)
+    return _answer_text(request, digest) if words is None else long_text(words, digest)
+
+
+def structured(request: ChatRequest) -> bool:
+    """Whether the answer is a structured one (a schema, or a forced tool): what invalid_json breaks."""
+    tool = _tool_to_call(request)
+    return request.json_schema is not None if tool is None else _forced(request, tool)
+
+
 def _cache_split(model: ModelConfig, prompt: int) -> tuple[int, int, int, int]:
     """(uncached input, cache reads, 5-minute writes, 1-hour writes) of a prompt."""
     if not model.cache or prompt < CACHE_MIN_PROMPT_TOKENS:
@@ -188,14 +227,11 @@ def synthesize(request: ChatRequest, model: ModelConfig) -> Reply:
     tool = _tool_to_call(request)
     calls: tuple[ToolCall, ...] = ()
     if tool is not None:
-        call = ToolCall("call_" + digest[:24], tool.name, example_value(tool.parameters, tool.name))
+        call = ToolCall("call_" + digest[:24], tool.name, _arguments(request, tool, digest))
         output = count_tokens(tool.name + call.arguments_json)
         text, finish, calls = "", "tool_calls", (call,)
     else:
-        answer = _answer_text(request, digest)
-        if request.json_schema is not None:
-            answer = json.dumps(example_value(request.json_schema, "answer"), sort_keys=True)
-        text, finish = answer, "stop"
+        text, finish = _text(request, digest), "stop"
         limit = request.max_output_tokens
         if limit is not None and count_tokens(text) > limit:
             text, finish = text[: limit * 4], "length"
