@@ -46,6 +46,14 @@ class VideoSettings(BaseModel):
     render_seconds_per_video_second: float = Field(default=2.0, ge=0)
     # How long finished content stays downloadable (expires_at - completed_at).
     expires_after_seconds: float = Field(default=3600.0, gt=0)
+    # Fault modes of long video batches (docs/emulator.md, "Video V2"): the word a rendering video's
+    # status carries (a gateway that says `processing` or anything else the client does not know);
+    # each video's render time spread by up to this share either way (deterministic per video);
+    # and a cap on videos queued or rendering per account and model (0 = none): a create past it
+    # is refused 429 with the gateway's concurrency error, uncharged.
+    running_status: str = Field(default="in_progress", min_length=1)
+    render_jitter: float = Field(default=0.0, ge=0, lt=1)
+    max_in_flight: int = Field(default=0, ge=0)
     # Legacy V1 tasks: pending, then processing.
     v1_pending_seconds: float = Field(default=3.0, ge=0)
     v1_processing_seconds: float = Field(default=15.0, ge=0)

@@ -136,7 +136,9 @@ async def submit_web_search(client: GatewayClient, request: dict[str, Any], medi
 
 # -- V2 video ---------------------------------------------------------------------------------
 
-_VIDEO_RUNNING = {"queued", "in_progress", "processing", "pending"}
+# Only these end a paid render; any other status (``queued``, ``in_progress``, or a word this
+# client does not know, such as ``processing``) is still running, and the word is kept verbatim.
+_VIDEO_TERMINAL = {"completed", "failed", "cancelled"}
 
 
 def _video_summary(video: dict[str, Any]) -> dict[str, Any]:
@@ -152,8 +154,8 @@ async def submit_video(client: GatewayClient, request: dict[str, Any], media: Me
 async def poll_video(client: GatewayClient, video_id: str, media: MediaFiles) -> PollAnswer:
     video = as_dict(await _method(client, "video_get")(video_id))
     status = str(video.get("status", ""))
-    if status in _VIDEO_RUNNING:
-        return PollAnswer("running")
+    if status not in _VIDEO_TERMINAL:
+        return PollAnswer("running", {"remote": _video_summary(video)})
     summary = {"remote": _video_summary(video)}
     if status == "completed":
         path = media.path_for(0, "mp4")
@@ -172,7 +174,7 @@ async def cancel_video(client: GatewayClient, video_id: str) -> None:
 
 # -- legacy V1 media tasks --------------------------------------------------------------------
 
-_TASK_RUNNING = {"pending", "processing", "queued", "in_progress"}
+_TASK_TERMINAL = {"completed", "failed", "cancelled"}  # anything else is still running (as V2)
 
 
 def _task_id(answer: dict[str, Any]) -> str:
@@ -238,8 +240,8 @@ async def _task_files(
 async def poll_task(client: GatewayClient, task_id: str, media: MediaFiles) -> PollAnswer:
     task = as_dict(await _method(client, "task_get")(task_id))
     status = str(task.get("status", ""))
-    if status in _TASK_RUNNING:
-        return PollAnswer("running")
+    if status not in _TASK_TERMINAL:
+        return PollAnswer("running", {"remote": task})
     if status == "completed":
         data: dict[str, Any] = task["data"] if isinstance(task.get("data"), dict) else {}
         paths, urls = await _task_files(client, task, data, media)

@@ -281,9 +281,11 @@ class Poller:
         execution.hook("poll_answered", entry.key)
         entry.errors, entry.failing_since = 0, None
         if answer.status == "running":
-            if entry.state == SUBMITTED:
-                await write(Change(entry.key, POLLING))
-                entry.state = POLLING
+            # The remote object as last seen (its status verbatim, a word this client may not
+            # know) and when: `relaybatch status` names open items by both.
+            seen = {**(answer.result or {}), "polled_at": now_ms()}
+            await write(Change(entry.key, POLLING, {"result": seen}))
+            entry.state = POLLING
             self._again(entry)
         else:
             state = {"done": DONE, "failed": FAILED, "cancelled": CANCELLED}[answer.status]

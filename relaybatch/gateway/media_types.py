@@ -45,6 +45,8 @@ class ImagesResponse(WireModel):
     usage: ImageUsage | None = None
 
 
+# The statuses the interface's analogue names. Any other word a gateway sends is kept verbatim and
+# read as still running (a paid render is never ended on a word the client does not know).
 VideoStatus = Literal["queued", "in_progress", "completed", "failed", "cancelled"]
 VIDEO_TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
@@ -67,7 +69,7 @@ class Video(WireModel):
     id: str
     object: str = "video"
     model: str | None = None
-    status: VideoStatus
+    status: str
     progress: int | None = None
     created_at: int | str | None = None
     completed_at: int | str | None = None
@@ -117,7 +119,7 @@ class Task(WireModel):
     """``data`` is opaque (its shape depends on ``type``); keep it as the raw result."""
 
     id: str
-    status: TaskStatus
+    status: str  # TaskStatus, or a word the client does not know: kept, read as still running
     type: str | None = None
     model: str | None = None
     created_at: str | int | None = None

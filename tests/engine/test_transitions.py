@@ -18,7 +18,10 @@ from relaybatch.engine.states import ALLOWED, is_allowed
 
 
 def path_of(store: CheckpointStore, key: str) -> list[str]:
-    return [event["state"] for event in store.events(key)]
+    """The states an item went through; repeats collapsed (each poll that finds remote work
+    running records what it saw: polling -> polling)."""
+    states = [event["state"] for event in store.events(key)]
+    return [state for n, state in enumerate(states) if n == 0 or states[n - 1] != state]
 
 
 def faults(app: Starlette, *rules: FaultRule) -> None:

@@ -21,6 +21,10 @@ CANCEL_TRIGGER = "emulator:cancel"  # a V1 task ends as cancelled (V2 videos are
 # An image prompt refused on safety grounds: generate-content answers 200 + IMAGE_SAFETY,
 # /v1/images/generations answers 400 (moderation_blocked), uncharged.
 SAFETY_TRIGGER = "emulator:unsafe"
+# Long video batches (V2): a render that never ends, and one that completes with no content (paid,
+# nothing to download). A V2 prompt with SAFETY_TRIGGER fails as the safety system refuses it.
+STUCK_TRIGGER = "emulator:stuck"
+EMPTY_TRIGGER = "emulator:empty"
 
 
 def has_trigger(prompt: str, trigger: str) -> bool:

@@ -6,7 +6,16 @@ A video's status is computed from the emulator clock each time it is read (no ba
                                           \\-> failed at half the render time (prompt trigger)
     queued | in_progress --DELETE--> cancelled; DELETE on a finished video deletes it (then 404).
 
-Render time = render_seconds_base + render_seconds_per_video_second x seconds (media.video settings).
+Render time = render_seconds_base + render_seconds_per_video_second x seconds (media.video settings),
+spread by up to ``render_jitter`` either way, the same for the same video id.
+
+Fault modes of long batches (docs/emulator.md): ``running_status`` renames ``in_progress`` (a status
+the client does not know); prompt triggers ``emulator:stuck`` (renders forever, progress stops at 99),
+``emulator:empty`` (completed, but the content route has nothing: 404), ``emulator:unsafe`` (failed
+as the safety system refuses it, error code ``moderation_blocked``, as soon as rendering starts); and
+``max_in_flight``: videos queued or rendering per account and model, past which a create is 429
+``rate_limit_error`` with ``error.concurrency{limit, in_flight}`` and no ``error.rate_limit``
+(the gateway's concurrency error, not the request window's), uncharged.
 The quote (``quote_usd`` = seconds x the model's per-second price, the with-audio price for
 ``audio: true``; see video_pricing.py) is fixed and charged at creation;
 polls, cancels and downloads are free. Unknown ids and other accounts' ids are 404.
@@ -28,7 +37,15 @@ from relaybatch.emulator.auth import authenticate
 from relaybatch.emulator.codecs.images import ImageFormat, render_image
 from relaybatch.emulator.codecs.mp4 import build_mp4
 from relaybatch.emulator.errors import error_response
-from relaybatch.emulator.media.store import FAIL_TRIGGER, has_trigger, media_store
+from relaybatch.emulator.media.store import (
+    EMPTY_TRIGGER,
+    FAIL_TRIGGER,
+    SAFETY_TRIGGER,
+    STUCK_TRIGGER,
+    MediaStore,
+    has_trigger,
+    media_store,
+)
 from relaybatch.emulator.media.video_body import read_v2_body
 from relaybatch.emulator.media.video_pricing import AUDIO_FIELD, video_quote, wants_audio
 from relaybatch.emulator.parsing import required_text, unknown_fields
@@ -66,9 +83,16 @@ class VideoJob:
     render_seconds: float
     queued_seconds: float
     expires_after: float
-    fails: bool
+    # How it ends: "completed", "failed" (half-way), "refused" (safety, at the start), "stuck"
+    # (never), "empty" (completed with no content).
+    outcome: str = "completed"
+    running_status: str = "in_progress"
     cancelled_at: float | None = None
     deleted: bool = False
+
+    @property
+    def fails(self) -> bool:
+        return self.outcome in ("failed", "refused")
 
     @property
     def started_at(self) -> float:
@@ -76,8 +100,8 @@ class VideoJob:
 
     @property
     def finished_at(self) -> float:
-        """When rendering ends: completed, or failed half-way for a failing prompt."""
-        share = 0.5 if self.fails else 1.0
+        """When rendering ends: completed, failed half-way for a failing prompt, refused at once."""
+        share = {"failed": 0.5, "refused": 0.0, "stuck": float("inf")}.get(self.outcome, 1.0)
         return self.started_at + self.render_seconds * share
 
     def status(self, now: float) -> str:
@@ -86,8 +110,12 @@ class VideoJob:
         if now < self.started_at:
             return "queued"
         if now < self.finished_at:
-            return "in_progress"
+            return self.running_status
         return "failed" if self.fails else "completed"
+
+    def rendering(self, now: float) -> bool:
+        """Queued or rendering: what the gateway's cap on videos in flight counts."""
+        return self.status(now) not in ("completed", "failed", "cancelled")
 
     def progress(self, now: float) -> int:
         status = self.status(now)
@@ -114,14 +142,18 @@ class VideoJob:
             "size": self.size,
             "prompt": self.prompt,
             "quote_usd": str(self.quote_usd),
-            "error": (
-                {
-                    "code": "video_generation_failed",
-                    "message": "the upstream provider could not render this video",
-                }
-                if status == "failed"
-                else None
-            ),
+            "error": self._error() if status == "failed" else None,
+        }
+
+    def _error(self) -> dict[str, str]:
+        if self.outcome == "refused":
+            return {
+                "code": "moderation_blocked",
+                "message": "the request was rejected by the safety system",
+            }
+        return {
+            "code": "video_generation_failed",
+            "message": "the upstream provider could not render this video",
         }
 
 
@@ -169,6 +201,27 @@ def validate_v2_body(body: dict[str, Any]) -> tuple[str, int, str]:
     return prompt, int(seconds), size
 
 
+def _outcome(prompt: str) -> str:
+    for trigger, outcome in (
+        (SAFETY_TRIGGER, "refused"),
+        (FAIL_TRIGGER, "failed"),
+        (STUCK_TRIGGER, "stuck"),
+        (EMPTY_TRIGGER, "empty"),
+    ):
+        if has_trigger(prompt, trigger):
+            return outcome
+    return "completed"
+
+
+def _render_seconds(video_id: str, seconds: int, settings: VideoSettings) -> float:
+    base = settings.render_seconds_base + settings.render_seconds_per_video_second * seconds
+    if not settings.render_jitter:
+        return base
+    # The same id always renders as long: a uniform share in [-jitter, +jitter] from its hash.
+    unit = int.from_bytes(hashlib.sha256(video_id.encode()).digest()[:4], "big") / 2**32
+    return base * (1.0 + settings.render_jitter * (2.0 * unit - 1.0))
+
+
 def _new_job(
     account: Account,
     model: str,
@@ -179,8 +232,9 @@ def _new_job(
     now: float,
     settings: VideoSettings,
 ) -> VideoJob:
+    video_id = new_id("video_")
     return VideoJob(
-        id=new_id("video_"),
+        id=video_id,
         account=account.name,
         model=model,
         prompt=prompt,
@@ -188,11 +242,31 @@ def _new_job(
         size=size,
         quote_usd=quote,
         created_at=now,
-        render_seconds=settings.render_seconds_base + settings.render_seconds_per_video_second * seconds,
+        render_seconds=_render_seconds(video_id, seconds, settings),
         queued_seconds=settings.queued_seconds,
         expires_after=settings.expires_after_seconds,
-        fails=has_trigger(prompt, FAIL_TRIGGER),
+        outcome=_outcome(prompt),
+        running_status=settings.running_status,
     )
+
+
+def _over_the_cap(store: MediaStore, account: Account, model: str, now: float, cap: int) -> Response | None:
+    """The gateway's concurrency error when the account already has ``cap`` videos of this model
+    queued or rendering: 429 with no ``error.rate_limit`` (the request window is not the cause)."""
+    if not cap:
+        return None
+    in_flight = sum(
+        1
+        for job in store.videos.values()
+        if job.account == account.name and job.model == model and not job.deleted and job.rendering(now)
+    )
+    if in_flight < cap:
+        return None
+    message = (
+        f"too many videos in flight for model '{model}': {in_flight} queued or rendering, the limit is "
+        f"{cap}; create more when one finishes"
+    )
+    return error_response(429, None, message, concurrency={"limit": cap, "in_flight": in_flight})
 
 
 async def create_video(request: Request) -> Response:
@@ -213,11 +287,14 @@ async def create_video(request: Request) -> Response:
         quote = video_quote(pricing, model.id, seconds, with_audio=with_audio)
     except InvalidRequest as problem:
         return invalid(problem)
+    settings = route_settings(request).video
+    busy = _over_the_cap(store, account, model.id, state.clock.now(), settings.max_in_flight)
+    if busy is not None:
+        return busy
     usage = {"seconds": seconds, "size": size, "with_audio": with_audio}
     refused = state.charge(account, ROUTE, model.id, quote, usage, request_body_hash(request))
     if refused is not None:
         return refused
-    settings = route_settings(request).video
     job = _new_job(account, model.id, prompt, seconds, size, quote, state.clock.now(), settings)
     store.videos[job.id] = job
     return JSONResponse(job.as_json(state.clock.now()))
@@ -288,6 +365,8 @@ async def video_content(request: Request) -> Response:
         return error_response(400, None, f"video '{job.id}' has no content: its status is {status}")
     if now > job.finished_at + job.expires_after:
         return error_response(404, None, f"the content of video '{job.id}' has expired")
+    if job.outcome == "empty":
+        return error_response(404, None, f"video '{job.id}' completed without content")
     width, height = (int(side) for side in job.size.split("x"))
     seed = hashlib.sha256(f"{job.model}\n{job.prompt}\n{job.size}".encode()).digest()
     if variant == "video":

@@ -78,7 +78,7 @@ def test_video_states_only_move_forward(steps: list[float], fails: bool, cancel_
         render_seconds=18.0,
         queued_seconds=5.0,
         expires_after=3600.0,
-        fails=fails,
+        outcome="failed" if fails else "completed",
     )
     now, last_rank, last_progress = 0.0, 0, 0
     for index, step in enumerate(steps):
