@@ -65,7 +65,7 @@ WRAPPED = [
     ("relaybatch.manifests", "open_manifest", "load+validate"),
     ("relaybatch.run.assemble", "open_manifest", "load+validate"),
     ("relaybatch.cli", "_catalog_check", "load+validate"),
-    ("relaybatch.engine.store", "CheckpointStore.plan_items", "checkpoint insert"),
+    ("relaybatch.engine.store.planning", "Planning.plan_items", "checkpoint insert"),
     ("relaybatch.run.execution", "execute_run", "open run"),
     ("relaybatch.engine.runner", "execute", "execution"),
     ("relaybatch.costs.guard", "RunSpendGuard.write_ledger", "ledger"),
@@ -487,7 +487,7 @@ def main() -> None:
     parser.add_argument(
         "--set",
         default="",
-        help="Try other values: module.NAME=integer,... e.g. relaybatch.engine.store.CACHE_KIB=4000",
+        help="Try other values: module.NAME=integer,... e.g. relaybatch.engine.store.schema.CACHE_KIB=4000",
     )
     args = parser.parse_args()
     if args.profile:

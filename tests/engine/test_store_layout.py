@@ -18,7 +18,14 @@ from engine_items import chat
 
 from relaybatch.engine import Change, CheckpointStore, IllegalTransition, export_results
 from relaybatch.engine.normalize import chat_result, result_tokens
-from relaybatch.engine.store import PAGE_SIZE, SCHEMA_VERSION, join_source, source_sql, split_source
+from relaybatch.engine.store import (
+    MIGRATIONS,
+    PAGE_SIZE,
+    SCHEMA_VERSION,
+    join_source,
+    source_sql,
+    split_source,
+)
 from relaybatch.manifests import Item
 
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_layout0.sql"
@@ -561,3 +568,10 @@ def test_a_reader_of_the_current_layout_sees_each_new_write(store: CheckpointSto
         assert reader.count_by_state() == {"pending": 1}
         store.add_items([chat(2)])
         assert reader.count_by_state() == {"pending": 2}
+
+
+def test_the_migrations_are_named_one_per_layout_and_say_what_they_changed() -> None:
+    # sqlite-utils style: a list that can be read (python -m relaybatch.engine.store.migrations).
+    assert [migration.version for migration in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    assert len({migration.name for migration in MIGRATIONS}) == len(MIGRATIONS)
+    assert all(migration.name.isidentifier() and migration.changed for migration in MIGRATIONS)

@@ -1,0 +1,103 @@
+"""Folding another store of the same run (a shard's, of any layout) into this one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from relaybatch.engine.states import FAILED, PENDING
+from relaybatch.engine.store.migrations import source_text_columns
+from relaybatch.engine.store.planning import Planning
+from relaybatch.engine.store.runs import RunRecord
+from relaybatch.engine.store.values import now_ms, now_text
+from relaybatch.sqlite_batches import transaction
+
+# When a fold (``absorb``) takes another store's row of an item over ours: ours is pending or failed
+# and theirs has gone further, anything but pending; a failed row of theirs only when it has sent
+# more requests than ours (``attempts`` counts every request sent, so more is newer) or ours never
+# sent one. A failure taken once is then ours: folding it again every run would take it again and
+# again, and each fold that takes rows makes the next plan a whole one.
+_FURTHER_SQL = (
+    f"items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
+    f"and (excluded.state != '{FAILED}' or coalesce(excluded.attempts, 0) > coalesce(items.attempts, 0) "
+    f"or items.state = '{PENDING}' and coalesce(items.attempts, 0) = 0)"
+)
+
+
+class Absorbing(Planning, RunRecord):
+    """``absorb``: a shard's rows taken where they have gone further."""
+
+    def absorb(self, other: Path) -> int:
+        """Fold another store of the same run (a shard's) into this one; returns the rows taken.
+
+        Not a move of the state machine: the other store's record of an item replaces this
+        store's copy only when this one is missing, pending or failed and the other has gone
+        further (``_FURTHER_SQL``). Events stay in the other store (reports read both). Folding the
+        same stores again takes nothing (0): a row taken once is then this store's own."""
+        self.db.execute("attach database ? as other", [str(other)])
+        try:
+            theirs = {
+                row[1]: str(row[2]).lower() for row in self.db.execute("pragma other.table_info(items)")
+            }
+            with transaction(self.db.conn):
+                values = self._absorbed_values(theirs)
+                names = ", ".join(values)
+                updates = ", ".join(f"{name} = excluded.{name}" for name in values if name != "key")
+                cursor = self.db.conn.execute(
+                    f"insert into items ({names}) select {', '.join(values.values())} "
+                    "from other.items as x where true "
+                    f"on conflict(key) do update set {updates} where {_FURTHER_SQL}"
+                )
+                taken = int(cursor.rowcount)
+                if taken:
+                    self._forget_plan()  # rows a shard planned, perhaps from another manifest version
+                    # A run event: rows changed without events of their own (change_mark moves).
+                    self.db.execute(
+                        "insert into events (item, state, detail, at) values (null, 'absorbed', ?, ?)",
+                        [json.dumps({"store": str(other), "rows": taken}), now_ms()],
+                    )
+                if self.manifest() is None:
+                    row = self.db.execute(
+                        "select name, settings, manifest_path, manifest_sha256 from other.runs limit 1"
+                    ).fetchone()
+                    if row:
+                        self.db.execute(
+                            "insert or ignore into runs (name, created_at, updated_at) values (?, ?, ?)",
+                            [row[0], now_text(), now_text()],
+                        )
+                        self.db.execute(
+                            "update runs set settings = coalesce(settings, ?), manifest_path = ?, "
+                            "manifest_sha256 = ?",
+                            [row[1], row[2], row[3]],
+                        )
+        finally:
+            self.db.execute("detach database other")
+        return taken
+
+    def _absorbed_values(self, theirs: dict[str, str]) -> dict[str, str]:
+        """Each column of ours the attached store ``other`` has, as SQL over its items (``x``), in
+        this store's layout: its data files' ids become ours; a store of layout 0 or 1 (source
+        as "path:line" text, ISO times) is converted as its migration would. A store of layout 0
+        has two more columns (created_at, updated_at), not taken. ``theirs``: its columns' types."""
+        values = {name: f"x.{name}" for name in self.db.table("items").columns_dict if name in theirs}
+        if theirs.get("job") == "integer":  # layout 3: its jobs' ids become ours
+            self.db.execute("insert or ignore into main.jobs (name) select name from other.jobs order by id")
+            values["job"] = (
+                "(select m.id from main.jobs m join other.jobs o on o.name = m.name where o.id = x.job)"
+            )
+        else:
+            self.db.execute(
+                "insert or ignore into main.jobs (name) select x.job from other.items as x group by 1"
+            )
+            values["job"] = "(select id from main.jobs where name = x.job)"
+        if "source_file" in theirs:
+            self.db.execute(
+                "insert or ignore into main.source_files (path) select path from other.source_files"
+            )
+            values["source_file"] = (
+                "(select s.id from main.source_files s join other.source_files o on o.path = s.path "
+                "where o.id = x.source_file)"
+            )
+        elif "source" in theirs:
+            values.update(source_text_columns(self.db, "other.items as x", "x", "main", values))
+        return values

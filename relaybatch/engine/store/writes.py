@@ -1,0 +1,199 @@
+"""The checked write path: every change of an item's state is one update that only touches rows whose
+move the state machine allows (engine/states.py), with its event, in one transaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from relaybatch.engine.states import FAILED, PENDING, RETRY_POLL, IllegalTransition, allowed_pairs, is_allowed
+from relaybatch.engine.store import schema
+from relaybatch.engine.store.base import StoreBase
+from relaybatch.engine.store.records import Change
+from relaybatch.engine.store.schema import ITEM_COLUMNS
+from relaybatch.engine.store.values import column_value, now_ms
+from relaybatch.sqlite_batches import json_array, transaction
+
+# Columns a change may set besides state (what an answer, a retry or a poll writes: those after the
+# state); anything else is a programming error, caught early.
+_CHANGEABLE = frozenset(ITEM_COLUMNS[ITEM_COLUMNS.index("state") + 1 :])
+# The state machine as an SQL list: an update only touches rows whose "old>new" is in it.
+_ALLOWED_SQL = "(" + ", ".join(f"'{pair}'" for pair in allowed_pairs()) + ")"
+
+
+class _Skipped(Exception):
+    """An update skipped a row: an illegal move, named once the transaction is rolled back."""
+
+
+def _segments_with_distinct_keys(changes: Sequence[Change]) -> Iterator[Sequence[Change]]:
+    """Consecutive runs of changes in which no key repeats: ``update ... from`` leaves it undefined
+    which of two rows for one key wins, so a later change to the same key goes in a later update."""
+    start, seen = 0, set[str]()
+    for index, change in enumerate(changes):
+        if change.key in seen:
+            yield changes[start:index]
+            start, seen = index, set[str]()
+        seen.add(change.key)
+    yield changes[start:]
+
+
+class CheckedWrites(StoreBase):
+    """Items' moves through the state machine, and run-level events."""
+
+    def transition(self, key: str, state: str, **fields: Any) -> None:
+        """Move one item to a new state and log the event; committed before returning."""
+        self.apply([Change(key, state, fields, fields.get("last_error"))])
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Apply changes in one transaction, each with its event row; committed before returning.
+
+        Groups of several rows travel as one JSON array per statement (``update ... from
+        json_each(?)``): for the groups a busy run makes, that costs about half the CPU of one
+        statement per change (benchmarks/checkpoint_writes.py). A row or two go one statement each,
+        where parsing the array would cost more than it saves.
+        """
+        if not changes:
+            return
+        for change in changes:
+            unknown = change.fields.keys() - _CHANGEABLE
+            if unknown:
+                raise ValueError(f"cannot set {sorted(unknown)} on an item")
+        stamp = now_ms()
+        try:
+            with transaction(self.db.conn):
+                for segment in _segments_with_distinct_keys(changes):
+                    if self._apply_segment(segment):
+                        raise _Skipped
+                self._insert_events(changes, stamp)
+        except _Skipped:
+            raise self._illegal(changes) from None  # rolled back: the store is as it was
+
+    def _insert_events(self, changes: Sequence[Change], stamp: int) -> None:
+        """One event per change, referring to its item by rowid (looked up by key)."""
+        events = [[change.key, change.state, change.detail] for change in changes]
+        array = json_array(events)
+        if array is None:
+            self.db.conn.executemany(
+                "insert into events (item, state, detail, at) "
+                "values ((select rowid from items where key = ?), ?, ?, ?)",
+                [[*event, stamp] for event in events],
+            )
+        else:
+            self.db.conn.execute(
+                "insert into events (item, state, detail, at) "
+                "select (select rowid from items where key = j.value ->> 0), j.value ->> 1, j.value ->> 2, ? "
+                "from json_each(?) as j order by j.key",
+                [stamp, array],
+            )
+
+    def _apply_segment(self, changes: Sequence[Change]) -> bool:
+        """One update per set of changed columns; every key appears once, so order cannot matter.
+
+        Each update only touches rows whose move is in the state machine; True when it skipped
+        one (an illegal move or an unknown key): the caller rolls its transaction back."""
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        for change in changes:
+            columns = tuple(sorted(change.fields))
+            values = [column_value(name, change.fields[name]) for name in columns]
+            by_columns.setdefault(columns, []).append([change.key, change.state, *values])
+        for columns, rows in by_columns.items():
+            array = json_array(rows)
+            if array is None:
+                assignments = "".join(f", {name} = ?" for name in columns)
+                cursor = self.db.conn.executemany(
+                    f"update items set state = ?{assignments} "
+                    f"where key = ? and (state || '>' || ?) in {_ALLOWED_SQL}",
+                    [[state, *values, key, state] for key, state, *values in rows],
+                )
+            else:
+                assignments = "".join(
+                    f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)
+                )
+                cursor = self.db.conn.execute(
+                    f"update items set state = j.value ->> 1{assignments} "
+                    "from json_each(?) as j where items.key = j.value ->> 0 "
+                    f"and (items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}",
+                    [array],
+                )
+            if cursor.rowcount != len(rows):
+                return True
+        return False
+
+    def _illegal(self, changes: Sequence[Change]) -> IllegalTransition:
+        """The first of ``changes`` the state machine forbids, replayed from the store's states
+        (the transaction that tried them was rolled back): its key, where it stood, where it went."""
+        states: dict[str, str | None] = {}
+        for change in changes:
+            if change.key not in states:
+                found = self.db.execute("select state from items where key = ?", [change.key]).fetchone()
+                states[change.key] = None if found is None else str(found[0])
+            old = states[change.key]
+            if old is None or not is_allowed(old, change.state):
+                return IllegalTransition(change.key, old, change.state)
+            states[change.key] = change.state
+        return IllegalTransition(changes[0].key, None, changes[0].state)  # not reachable
+
+    def _move_matching(self, where: str, change_for: Any, stamp: int) -> int:
+        """Apply ``change_for(has_result)`` to every item matching ``where``, a page at a time,
+        through the checked write path; inside the caller's transaction."""
+        moved = 0
+        while True:
+            rows = self.db.execute(
+                f"select key, result is not null from items where {where} order by rowid limit ?",
+                [schema.ADD_CHUNK_ROWS],
+            ).fetchall()
+            if not rows:
+                return moved
+            changes = [
+                Change(key, template.state, template.fields, template.detail)
+                for key, has_result in rows
+                for template in [change_for(bool(has_result))]
+            ]
+            if self._apply_segment(changes):
+                # Not reachable: the items were chosen by their state.
+                raise IllegalTransition(changes[0].key, None, changes[0].state)
+            self._insert_events(changes, stamp)
+            moved += len(changes)
+
+    def record_run_event(self, state: str, detail: dict[str, Any]) -> None:
+        """A run-level event, not an item's (key ""): e.g. the limiter's limit and 429s so far,
+        which the dashboard draws over time."""
+        with transaction(self.db.conn):
+            self.db.execute(
+                "insert into events (item, state, detail, at) values (null, ?, ?, ?)",
+                [state, json.dumps(detail), now_ms()],
+            )
+
+    def retry_failures(self, reasons: Sequence[str] = (), detail: str = "retried") -> dict[str, int]:
+        """Failed items back to ``pending`` (`relaybatch run --retry-failed`), in one transaction
+        through the checked write path: every one, or those whose reason contains one of ``reasons``
+        (case-insensitive). Never uncertain items (they may have been billed), and never failed
+        paid remote work whose polls failed (``RETRY_POLL``: a resume polls it, it is never created
+        again). How many items moved, per reason they had failed with."""
+        where = f"state = '{FAILED}' and coalesce(retryable, 0) != {RETRY_POLL}"
+        args: list[Any] = []
+        if reasons:
+            where += " and (" + " or ".join("instr(lower(coalesce(last_error, '')), ?) > 0" for _ in reasons)
+            where += ")"
+            args = [reason.lower() for reason in reasons]
+        moved: dict[str, int] = {}
+        stamp = now_ms()
+        with transaction(self.db.conn):
+            while True:
+                rows = self.db.execute(
+                    f"select key, coalesce(last_error, 'no reason recorded') from items where {where} "
+                    "order by rowid limit ?",
+                    [*args, schema.ADD_CHUNK_ROWS],
+                ).fetchall()
+                if not rows:
+                    return moved
+                fields = {"retryable": None, "not_before": None, "last_error": None}
+                changes = [
+                    Change(key, PENDING, fields, f"{detail}; it had failed: {why}") for key, why in rows
+                ]
+                if self._apply_segment(changes):  # not reachable: the items were chosen by their state
+                    raise IllegalTransition(changes[0].key, FAILED, PENDING)
+                self._insert_events(changes, stamp)
+                for _, why in rows:
+                    moved[why] = moved.get(why, 0) + 1
