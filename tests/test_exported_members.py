@@ -197,6 +197,7 @@ EXPORTED: dict[str, list[str]] = {
         "load_items",
         "open_manifest",
         "run_name_for",
+        "seen_rows",
     ],
     "relaybatch.run": [
         "ExecuteResult",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from relaybatch.manifests.items import Item, Kind, canonical_json, item_key
-from relaybatch.manifests.manifest import Manifest, Validation, check_routes, open_manifest
+from relaybatch.manifests.manifest import Manifest, Validation, check_routes, open_manifest, seen_rows
 from relaybatch.manifests.problems import ManifestInvalid, Problem
 from relaybatch.manifests.schema import RunSettings
 
@@ -27,6 +27,7 @@ __all__ = [
     "load_items",
     "open_manifest",
     "run_name_for",
+    "seen_rows",
 ]
 
 

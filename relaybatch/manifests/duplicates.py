@@ -12,14 +12,16 @@ Two different keys sharing their first 64 bits would be reported as duplicates; 
 rows the chance is about 3 in 100 million.
 
 A plan keeps the table (``path``): when rows are appended to a data file later, only the new rows
-are validated, and ``earlier`` finds which of their keys the rows planned before already hold.
+are validated, and ``earlier`` finds which of their keys the rows planned before already hold. The
+table is the finder's own: others get its rows through ``KeptRows`` (the checkpoint records them
+as the plan's fingerprint), never by naming its table or columns.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -125,3 +127,30 @@ class DuplicateFinder:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class KeptRows:
+    """The rows a finder kept in its file (``DuplicateFinder(path)``): (digest, job, line) of every
+    key first seen, in digest order. The file's table is this module's own; a reader gets the rows
+    by iterating (streamed), or, to copy them into another SQLite database, as the query
+    ``select_sql`` gives over the file attached there under a name of the reader's choosing.
+
+    Why the second way: a plan copies two such tables into the checkpoint, and one ``insert ...
+    select`` of a million rows costs about 0.4 s of CPU where the same rows streamed through Python
+    and ``executemany`` cost about 2.5 s (a throwaway script, 2026-11-26 11:12 UTC, load 9 on 2 cores): 5 s more
+    before the first request of a million-item run."""
+
+    path: Path
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+            yield from db.execute("SELECT digest, job, line FROM seen ORDER BY digest")
+        finally:
+            db.close()
+
+    def select_sql(self, database: str) -> str:
+        """SQL of the rows (digest, job, line) once ``path`` is attached as ``database``."""
+        return f"SELECT digest, job, line FROM {database}.seen"

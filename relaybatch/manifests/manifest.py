@@ -20,7 +20,7 @@ from relaybatch.errors import UserError
 from relaybatch.manifests.batch_format import batch_job, is_batch_file
 from relaybatch.manifests.converters import Route, catalog_families, family_problems, route_of
 from relaybatch.manifests.csv_manifest import table_job
-from relaybatch.manifests.duplicates import DuplicateFinder, EarlierRows, Repeat, Where
+from relaybatch.manifests.duplicates import DuplicateFinder, EarlierRows, KeptRows, Repeat, Where
 from relaybatch.manifests.expand import JobSource
 from relaybatch.manifests.items import Item
 from relaybatch.manifests.limits import MAX_INLINE_ITEMS, MAX_YAML_BYTES, megabytes
@@ -197,6 +197,14 @@ async def check_routes(validation: Validation, client: Any, max_problems: int = 
     its route serves (one GET /v1/models, not billed); raise the client's error when it cannot be read."""
     families = await catalog_families(client)
     validation.add(family_problems(validation.routes, families), max_problems)
+
+
+def seen_rows(seen_in: Path, what: str) -> KeptRows:
+    """The rows a validation with ``seen_in`` kept of ``what`` ("keys": request keys, "ids": item
+    ids): what a plan records as its fingerprint."""
+    path = _seen_file(seen_in, what)
+    assert path is not None
+    return KeptRows(path)
 
 
 def _seen_file(folder: Path | None, name: str) -> Path | None:

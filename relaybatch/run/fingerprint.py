@@ -39,7 +39,7 @@ from typing import Any
 from relaybatch import __version__
 from relaybatch.engine import CheckpointStore
 from relaybatch.engine.store import PLANNED_ID, PLANNED_KEY, PlanRecord
-from relaybatch.manifests import Manifest, Validation
+from relaybatch.manifests import Manifest, Validation, seen_rows
 from relaybatch.manifests.converters import Route
 from relaybatch.manifests.duplicates import EarlierRows, Where
 from relaybatch.manifests.images import noting_image_reads
@@ -361,7 +361,10 @@ class Recorder:
         return PlanRecord(
             summary=summary,
             inputs=inputs,
-            seen=[(PLANNED_KEY, self.seen_in / "keys.sqlite"), (PLANNED_ID, self.seen_in / "ids.sqlite")],
+            seen=[
+                (PLANNED_KEY, seen_rows(self.seen_in, "keys")),
+                (PLANNED_ID, seen_rows(self.seen_in, "ids")),
+            ],
             complete=self.decision.status != APPENDED,
         )
 

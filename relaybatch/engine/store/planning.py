@@ -53,25 +53,7 @@ class Planning(CheckedWrites):
         attached: list[str] = []
         try:
             with transaction(self.db.conn):
-                self.db.execute(
-                    "create temp table if not exists current_keys "
-                    "(key text primary key, item_id text, carry text, source_file integer, "
-                    "source_line integer)"
-                )
-                self.db.execute("delete from current_keys")
-                added = 0
-                for chunk in chunks(items, schema.ADD_CHUNK_ROWS):
-                    skipped = skip([item.key for item in chunk]) if skip else set()
-                    sources = self._sources(item.source for item in chunk)
-                    added += self._insert_chunk([item for item in chunk if item.key not in skipped], sources)
-                    self.db.conn.executemany(
-                        "insert or ignore into current_keys (key, item_id, carry, source_file, source_line) "
-                        "values (?, ?, ?, ?, ?)",
-                        [
-                            [item.key, item.item_id, compact_json(item.carry), *sources[item.source]]
-                            for item in chunk
-                        ],
-                    )
+                added = self._add_current(items, skip)
                 self._name_anew()
                 fingerprint = record() if record is not None else None
                 if fingerprint is None:
@@ -100,8 +82,32 @@ class Planning(CheckedWrites):
                 self.db.execute(f"detach database {name}")
         return PlanCounts(added, superseded, restored)
 
+    def _add_current(self, items: Iterable[Item], skip: Callable[[Sequence[str]], set[str]] | None) -> int:
+        """Inside the plan's transaction: ``items`` not in the store added (but those ``skip``
+        names), and every key of them in the temporary table ``current_keys`` with its id, carried
+        values and source; returns how many were added."""
+        self.db.execute(
+            "create temp table if not exists current_keys "
+            "(key text primary key, item_id text, carry text, source_file integer, "
+            "source_line integer)"
+        )
+        self.db.execute("delete from current_keys")
+        added = 0
+        for chunk in chunks(items, schema.ADD_CHUNK_ROWS):
+            skipped = skip([item.key for item in chunk]) if skip else set()
+            sources = self._sources(item.source for item in chunk)
+            added += self._insert_chunk([item for item in chunk if item.key not in skipped], sources)
+            self.db.conn.executemany(
+                "insert or ignore into current_keys (key, item_id, carry, source_file, source_line) "
+                "values (?, ?, ?, ?, ?)",
+                [[item.key, item.item_id, compact_json(item.carry), *sources[item.source]] for item in chunk],
+            )
+        return added
+
     def _write_plan_record(self, record: PlanRecord) -> list[str]:
-        """Inside the plan's transaction; returns the databases attached (detached after it)."""
+        """Inside the plan's transaction; returns the databases attached (detached after it: SQLite
+        refuses to detach inside a transaction). The duplicate finders' rows are copied in one
+        statement each from their files attached (``KeptRows.select_sql``)."""
         if record.complete:
             self.db.execute("delete from plan_inputs")
             self.db.execute("delete from plan_rows")
@@ -110,13 +116,13 @@ class Planning(CheckedWrites):
             record.inputs,
         )
         attached = []
-        for index, (kind, path) in enumerate(record.seen):
+        for index, (kind, rows) in enumerate(record.seen):
             name = f"seen{index}"
-            self.db.execute(f"attach database ? as {name}", [str(path)])
+            self.db.execute(f"attach database ? as {name}", [str(rows.path)])
             attached.append(name)
             self.db.execute(
                 "insert or replace into plan_rows (kind, digest, job, line) "
-                f"select ?, digest, job, line from {name}.seen",
+                f"select ?, digest, job, line from ({rows.select_sql(name)})",
                 [kind],
             )
         self._update_run({"plan_summary": json.dumps(record.summary, sort_keys=True)}, in_transaction=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -17,17 +17,27 @@ class PlanCounts:
     restored: int
 
 
+class KeptRows(Protocol):
+    """Rows (digest, job, line) a duplicate finder kept (relaybatch/manifests/duplicates.py): a file,
+    and the query of its rows once attached under a name."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def select_sql(self, database: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class PlanRecord:
     """A plan's fingerprint, written in the transaction that plans its items.
 
     ``complete``: the plan covered the whole manifest (the record replaces the last one, and items
     it no longer produces are superseded); else it added rows appended since (the record grows).
-    ``seen``: (PLANNED_KEY or PLANNED_ID, a duplicate finder's table file) whose rows to keep."""
+    ``seen``: (PLANNED_KEY or PLANNED_ID, the rows a duplicate finder kept: ``KeptRows``)."""
 
     summary: dict[str, Any]
     inputs: Iterable[Sequence[Any]]  # (path, role, size, sha256, detail JSON)
-    seen: Sequence[tuple[int, Path]] = ()
+    seen: Sequence[tuple[int, KeptRows]] = ()
     complete: bool = True
 
 
