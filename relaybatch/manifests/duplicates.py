@@ -138,8 +138,8 @@ class KeptRows:
 
     Why the second way: a plan copies two such tables into the checkpoint, and one ``insert ...
     select`` of a million rows costs about 0.4 s of CPU where the same rows streamed through Python
-    and ``executemany`` cost about 2.5 s (a throwaway script, 2026-11-26 11:12 UTC, load 9 on 2 cores): 5 s more
-    before the first request of a million-item run."""
+    and ``executemany`` cost about 2.5 s (a throwaway script, 2026-11-26 11:12 UTC, load 9 on 2
+    cores): 5 s more before the first request of a million-item run."""
 
     path: Path
 
