@@ -35,9 +35,11 @@ from relaybatch.engine.kinds import CALLS, KindNotAvailable, PollAnswer
 from relaybatch.engine.media import MediaFiles, files_missing
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
+from relaybatch.engine.stop_waits import StopWaits
 from relaybatch.engine.store import Change, now_ms
 from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayError, NotFound
 from relaybatch.gateway.retry import retry_delay
+from relaybatch.gateway.sending import SEND_TIMING, SendTiming
 
 if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
@@ -95,6 +97,8 @@ class Poller:
         self._sequence = itertools.count()
         self._wake = asyncio.Event()
         self._over = False
+        # Polls waiting for the limiter's token; a stop ends them (the item is polled on resume).
+        self.token_waits = StopWaits()
 
     @property
     def waiting(self) -> int:
@@ -254,6 +258,9 @@ class Poller:
             return
         execution = self.execution
         write = execution.writer.write
+        SEND_TIMING.set(SendTiming())  # this poll's task: the token it takes is for its first request
+        if not await self.token_waits.until(execution.client.take_token("poll")):
+            return  # stopped while waiting: not sent; the next execution polls it
         execution.hook("poll_sending", entry.key)
         try:
             answer = await self._ask(entry)

@@ -44,6 +44,7 @@ from relaybatch.engine.states import (
     TERMINAL_STATES,
     UNCERTAIN,
 )
+from relaybatch.engine.stop_waits import StopWaits
 from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_ms
 from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
@@ -58,6 +59,8 @@ for polls: poll_sending, poll_answered, poll_committed. Tests raise from it, or 
 
 # The display's refresh: well under a second, so the screen answers as soon as the run starts.
 REPORT_EVERY_SECONDS = 0.5
+
+STOPPED_BEFORE_SEND = "stopped before its request left: not sent, not billed"
 
 USER_STOP_MESSAGE = "stopped on request: submitted work was checkpointed; run the manifest again to resume"
 
@@ -131,6 +134,9 @@ class Execution:
         # the run's budget refused only for the calls in flight waits on it, then asks again.
         self.room = asyncio.Event()
         self.waiting_for_room = 0
+        # Workers waiting for the limiter's token (their items still pending); a stop ends them.
+        self.submit_waits = StopWaits()
+        self.waiting_for_token = 0
         self.spent = Decimal(0)
         self.priced = False
         self.finished: dict[str, int] = {}
@@ -148,6 +154,7 @@ class Execution:
 
     async def run(self) -> None:
         reporter = asyncio.create_task(self._report())
+        stopper = asyncio.create_task(self._end_waits_on_stop())
         try:
             async with asyncio.TaskGroup() as group:
                 poll_task = group.create_task(self.poller.run())
@@ -158,10 +165,10 @@ class Execution:
                 self.poller.submissions_over()
                 await poll_task
         finally:
-            if reporter:
-                reporter.cancel()
+            for task in (reporter, stopper):
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await reporter
+                    await task
         self.writer.flush()
         if self.stop.is_set() and self.settings.cancel_remote_on_stop and not self.run_stopped:
             await self.poller.cancel_remote()
@@ -170,6 +177,18 @@ class Execution:
         self._record_limiter(last)
         if self.progress:
             self.progress.finish(last)
+
+    async def _end_waits_on_stop(self) -> None:
+        """The first stop ends every wait for a token at once: submissions' and polls'."""
+        await self.stop.wait()
+        self.submit_waits.interrupt()
+        self.poller.token_waits.interrupt()
+
+    def _stop_billing(self, message: str) -> None:
+        """No new billed submission: the workers waiting for a token or for room give their items back."""
+        self.billing_stopped = self.billing_stopped or message
+        self.submit_waits.interrupt()
+        self._room_changed()
 
     @property
     def submitting(self) -> bool:
@@ -266,17 +285,32 @@ class Execution:
         if self.spend is not None and not await self._admit(self.spend, call):
             return  # the item stays pending
         self.hook("reserved", row.key)
+        timing = SendTiming()
+        SEND_TIMING.set(timing)  # this worker task's context: the client records into it
+        # The limiter's token before `sending`: an item waiting at the limit is not sent, and a
+        # stop ends the wait with the item still pending (docs/engine.md, "Sending").
+        self.waiting_for_token += 1
+        try:
+            taken = await self.submit_waits.until(self.client.take_token("submit"))
+        finally:
+            self.waiting_for_token -= 1
+        if not taken or not self.submitting:
+            self._release(call)
+            return
         try:
             # The reservation is committed with (just before) this write: durable before the send.
             await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
         except BaseException:
             self._release(call)  # never sent
             raise
+        if not self.submitting:
+            # Stopped during the commit: nothing has left, so the item goes back, unbilled.
+            self._release(call)
+            await self.writer.write(Change(row.key, PENDING, {"attempts": row.attempts}, STOPPED_BEFORE_SEND))
+            return
         self.hook("sending_committed", row.key)
         self.sent += 1
         started = time.monotonic()
-        timing = SendTiming()
-        SEND_TIMING.set(timing)  # this worker task's context: the client records into it
         try:
             outcome = await calls.submit(self.client, row.request, MediaFiles(self.run_dir, row.key))
         except GatewayError as error:
@@ -346,7 +380,7 @@ class Execution:
         if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
             # Not processed, not billed: back to pending.
             if verdict is Verdict.STOP_BILLING:
-                self.billing_stopped = self.billing_stopped or STOP_BILLING_MESSAGE
+                self._stop_billing(STOP_BILLING_MESSAGE)
             else:
                 self.run_stopped = self.run_stopped or STOP_RUN_MESSAGE
                 self.stop.set()
@@ -389,8 +423,7 @@ class Execution:
                     self.jobs_stopped.setdefault(refused.job, refused.message)  # only this job stops
                 return False
             if not refused.may_fit_later:
-                self.billing_stopped = self.billing_stopped or refused.message
-                self._room_changed()  # the workers waiting for room give up their items
+                self._stop_billing(refused.message)
                 return False
             self.waiting_for_room += 1
             try:
@@ -442,7 +475,7 @@ class Execution:
     def snapshot(self) -> Snapshot:
         return Snapshot(
             finished=dict(self.finished),
-            in_flight=self.in_flight - self.waiting_for_room,
+            in_flight=self.in_flight - self.waiting_for_room - self.waiting_for_token,
             polling=self.poller.waiting,
             elapsed=time.monotonic() - self.started,
             spent_usd=self.spent if self.priced else None,

@@ -51,7 +51,7 @@ from relaybatch.gateway.streaming import (
     read_events,
 )
 from relaybatch.gateway.timeouts import ClientTimeouts
-from relaybatch.limiting import Limiter, Unlimited
+from relaybatch.limiting import Limiter, RequestPurpose, Unlimited
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 RequestLike = BaseModel | Mapping[str, Any]
@@ -111,6 +111,10 @@ class GatewayClient:
         view = copy.copy(self)
         view._sender = dataclasses.replace(self._sender, policy=policy)
         return view
+
+    async def take_token(self, purpose: RequestPurpose = "submit") -> None:
+        """Wait for the limiter's token of the next request this task sends, now (sending.py)."""
+        await self._sender.take_token(purpose)
 
     async def __aenter__(self) -> GatewayClient:
         return self

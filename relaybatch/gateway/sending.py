@@ -55,6 +55,9 @@ class SendTiming:
     limiter_wait_seconds: float = 0.0
     last_sent_at: float | None = None  # time.monotonic() of the last request's send
     requests: int = 0
+    # The caller took the next request's limiter token already (``Sender.take_token``): the engine
+    # does, before it writes ``sending``, so an item waiting at the limit is never ``sending``.
+    token_taken: bool = False
 
 
 # Set by a caller (the engine, per item) to learn the timing of the calls it makes; None: not asked.
@@ -115,17 +118,39 @@ class Sender:
         same rules as plain JSON calls, whichever way the body is read."""
         return await self._with_retries(call, lambda: self._streamed_attempt(call, consume))
 
+    async def take_token(self, purpose: RequestPurpose = "submit") -> None:
+        """Wait for the limiter now, for the next request sent in this context (``SEND_TIMING``).
+
+        The engine takes the token of a billed create before it writes the item ``sending``, so
+        between that write and the request's first byte nothing waits for the limit."""
+        timing = SEND_TIMING.get()
+        if timing is None:
+            timing = SendTiming()
+            SEND_TIMING.set(timing)
+        waiting_since = time.monotonic()
+        await self.limiter.acquire(purpose)
+        timing.limiter_wait_seconds += time.monotonic() - waiting_since
+        timing.token_taken = True
+
+    async def _acquire(self, purpose: RequestPurpose) -> None:
+        """The limiter's token for one attempt, unless the caller took it already."""
+        timing = SEND_TIMING.get()
+        if timing is not None and timing.token_taken:
+            timing.token_taken = False
+        else:
+            waiting_since = time.monotonic()
+            await self.limiter.acquire(purpose)
+            if timing is not None:
+                timing.limiter_wait_seconds += time.monotonic() - waiting_since
+        if timing is not None:
+            timing.last_sent_at = time.monotonic()
+            timing.requests += 1
+
     async def _with_retries(self, call: Call, attempt_once: Callable[[], Awaitable[ResultT]]) -> ResultT:
         attempt = 0
         while True:
             attempt += 1
-            waiting_since = time.monotonic()
-            await self.limiter.acquire(call.purpose)
-            timing = SEND_TIMING.get()
-            if timing is not None:
-                timing.last_sent_at = time.monotonic()
-                timing.limiter_wait_seconds += timing.last_sent_at - waiting_since
-                timing.requests += 1
+            await self._acquire(call.purpose)
             try:
                 return await attempt_once()
             except _NoAnswer as missing:

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import httpx
 
-DEFAULT_MAX_CONNECTIONS = 512
+# Above what one execution can have in flight (the manifest's concurrency, at most 1024, the
+# poller's 32 and a pricing call), so a request never waits for a connection once the engine has
+# written its item `sending` (docs/engine.md, "Sending"). Connections open only as requests need them.
+DEFAULT_MAX_CONNECTIONS = 2048
 # Idle pooled connections are dropped before common servers drop them (uvicorn: 5 s), so a request
 # is rarely written to a socket the server is closing, which would read as "sent, no answer".
 KEEPALIVE_EXPIRY_SECONDS = 4.0

@@ -86,17 +86,30 @@ class Exchange:
     status: int
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """A request as it reached the server, recorded at once (its answer may never come)."""
+
+    method: str
+    target: str
+    arrived: float  # time.monotonic() when its head came in (one clock for every process here)
+    body: bytes
+
+
 class WireRecorder:
-    """ASGI wrapper that records every public request and the status it got, in arrival order."""
+    """ASGI wrapper that records every public request and the status it got, in arrival order;
+    ``arrivals`` has each request as soon as its body is in, with the moment its head came."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.exchanges: list[Exchange] = []
+        self.arrivals: list[Arrival] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"].startswith("/_emulator/"):
             await self.app(scope, receive, send)
             return
+        arrived = time.monotonic()
         chunks = []
         while True:
             message = await receive()
@@ -104,6 +117,9 @@ class WireRecorder:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope["path"] + (f"?{query}" if query else "")
+        self.arrivals.append(Arrival(scope["method"], target, arrived, body))
         delivered = False
 
         async def replay() -> Any:
@@ -121,8 +137,6 @@ class WireRecorder:
                 status = int(message["status"])
             await send(message)
 
-        query = scope.get("query_string", b"").decode("latin-1")
-        target = scope["path"] + (f"?{query}" if query else "")
         try:
             await self.app(scope, replay, watch)
         except Exception:

@@ -1,0 +1,92 @@
+"""Work that waits at the limit is not "sent": stops and kills of `relaybatch run`, counted at the gateway.
+
+At the shipped emulator's 120 requests a minute (``rb-standard-key``) most items wait for the
+limiter. A Ctrl-C or SIGTERM must send nothing more (no request reaches the gateway 0.5 s after
+the signal), exit 130 without waiting out the grace period, and leave nothing ``sending`` or
+``uncertain``; the resume sends exactly the rest. A SIGKILL must leave "maybe billed" only items
+whose create reached the gateway (no phantom). The same unlimited, with slow creates in flight.
+Full size (20 kills per kind, seconds to exit): benchmarks/stop_at_the_limit.py.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from proof_served import config_with, served_emulator
+from proof_stop import (
+    STANDARD_KEY,
+    UNLIMITED_KEY,
+    creates,
+    finish,
+    kill_campaign,
+    manifest,
+    received_items,
+    start,
+    states,
+    stop_once,
+)
+from proof_stop import environment as runner_env
+
+from relaybatch.settings import STOP_GRACE_SECONDS
+
+pytestmark = pytest.mark.slow
+
+SLOW_CREATES = {
+    "seed": 3,
+    "rules": [{"fault": "latency=1.0", "rate": 1.0, "paths": ["/v1/chat/completions", "/v2/videos"]}],
+}
+
+
+def _stop_then_resume(tmp_path: Path, key: str, signum: int, *, faults: dict | None, after: int) -> None:
+    path = manifest(tmp_path, "chat", 24)
+    run_dir = tmp_path / "runs" / "at-the-limit"
+    with served_emulator(config_with(faults=faults)) as served:
+        env = runner_env(tmp_path, served, key)
+        stop = stop_once(path, run_dir, served, env, "chat", signum=signum, after=after)
+
+        assert stop.exit_code == 130, stop.output[-2000:]
+        assert stop.late_requests == 0, f"{stop.late_requests} requests reached the gateway after the signal"
+        assert stop.seconds_to_exit < STOP_GRACE_SECONDS, f"waited the grace: {stop.seconds_to_exit:.1f} s"
+        assert "stopped at once" not in stop.output
+        assert not {"sending", "uncertain"} & set(stop.states), stop.states
+        sent = len(creates(served, "chat"))
+        assert f"{sent} requests sent by this execution" in stop.output  # what the gateway received
+
+        left = sum(count for state, count in stop.states.items() if state != "done")
+        code, output = finish(start(path, env))
+
+        assert code == 0, output[-2000:]
+        assert set(states(run_dir).values()) == {"done"}
+        assert len(creates(served, "chat")) - sent == left  # exactly the items not done
+        assert max(received_items(served, "chat").values()) == 1  # none sent twice
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_at_120_rpm_sends_nothing_more_and_the_resume_the_rest(tmp_path: Path, signum: int) -> None:
+    _stop_then_resume(tmp_path, STANDARD_KEY, signum, faults=None, after=6)
+
+
+def test_a_stop_unlimited_lets_requests_in_flight_finish_and_starts_none(tmp_path: Path) -> None:
+    _stop_then_resume(tmp_path, UNLIMITED_KEY, signal.SIGINT, faults=SLOW_CREATES, after=8)
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "faults"),
+    [("video", STANDARD_KEY, None), ("chat", STANDARD_KEY, None), ("video", UNLIMITED_KEY, SLOW_CREATES)],
+)
+def test_a_kill_leaves_maybe_billed_only_what_reached_the_gateway(
+    tmp_path: Path, kind: str, key: str, faults: dict | None
+) -> None:
+    path = manifest(tmp_path, kind, 16)
+    run_dir = tmp_path / "runs" / "at-the-limit"
+    with served_emulator(config_with(faults=faults)) as served:
+        env = runner_env(tmp_path, served, key)
+        kills = kill_campaign(path, run_dir, served, env, kind, kills=3, seed=25, longest_delay=3.0)
+
+        assert kills.phantoms_per_kill == [0] * len(kills.phantoms_per_kill), kills
+        assert kills.final_phantoms == []
+        assert kills.twice == []  # nothing paid twice
+        # Every item whose create never reached the gateway was made by the resume.
+        assert set(kills.final_states) <= {"done", "uncertain"}, kills.final_states
