@@ -13,7 +13,13 @@ import pytest
 
 EXPORTED: dict[str, list[str]] = {
     "relaybatch": [
+        "Job",
+        "Run",
         "__version__",
+    ],
+    "relaybatch.api": [
+        "Job",
+        "Run",
     ],
     "relaybatch.costs": [
         "Budget",

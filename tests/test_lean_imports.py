@@ -77,3 +77,19 @@ def test_a_run_its_export_and_its_report_need_no_pandas(tmp_path: Path) -> None:
     assert reported.returncode == 0, reported.stderr
     assert (tmp_path / "dashboards").is_dir() and any((tmp_path / "dashboards").iterdir())
     assert "pandas" not in ran.stderr + reported.stderr
+
+
+API_SCRIPT = """
+import sys
+import relaybatch
+relaybatch.Run, relaybatch.Job
+assert "pandas" not in sys.modules, "pandas was imported"
+print("ok")
+"""
+
+
+def test_the_python_api_loads_pandas_only_for_dataframes() -> None:
+    # The CLI imports the package face first: its API names must cost nothing until used.
+    done = subprocess.run([sys.executable, "-c", API_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

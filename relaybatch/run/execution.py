@@ -37,7 +37,7 @@ from relaybatch.run.assemble import (
 from relaybatch.run.locking import executing, exporting
 from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
-from relaybatch.run.stopping import interrupt_at_once, stop_on_signals
+from relaybatch.run.stopping import InterruptRelay, interrupt_at_once, stop_on_signals
 
 if TYPE_CHECKING:
     from relaybatch.shared_limit import SharedLimit
@@ -80,12 +80,15 @@ async def execute_run(
     base_url: str | None,
     shared_limit: SharedLimit | None = None,
     cancel_remote_on_stop: bool = False,
+    progress: ProgressReporter | None = None,
+    relay: InterruptRelay | None = None,
 ) -> ExecuteResult:
     """Send every pending item, poll remote jobs, checkpoint each answer; counts per state.
 
     SIGINT and SIGTERM stop it cleanly (relaybatch/run/stopping.py); the result says which signal
     it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the engine
-    the same way before the cancellation goes on.
+    the same way before the cancellation goes on. ``progress``: where progress goes (default: a
+    live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another thread.
     """
     from relaybatch.settings import Settings
     from relaybatch.telemetry import open_telemetry
@@ -104,12 +107,15 @@ async def execute_run(
                 telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
                 try:
                     # A live table for a person at a terminal; a line every few seconds in logs and CI.
-                    progress: ProgressReporter = progress_for(sys.stderr, settings.progress_every_seconds)
+                    if progress is None:
+                        progress = progress_for(sys.stderr, settings.progress_every_seconds)
                     if telemetry is not None:  # spans around each billed request, gauges from progress
                         run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
                         progress = telemetry.watch_progress(progress)
                     work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
-                    with stop_on_signals(stop, work, grace=settings.stop_grace_seconds) as signalled:
+                    with stop_on_signals(
+                        stop, work, grace=settings.stop_grace_seconds, relay=relay
+                    ) as signalled:
                         try:
                             summary = await asyncio.shield(work)
                         except asyncio.CancelledError:
@@ -187,8 +193,11 @@ async def run_locally(
     base_url: str | None = None,
     shard: Shard | None = None,
     planned: PlannedRun | None = None,
+    progress: ProgressReporter | None = None,
+    relay: InterruptRelay | None = None,
 ) -> RunOutcome:
-    """Run (or resume) a manifest in this process, with no Prefect at all."""
+    """Run (or resume) a manifest in this process, with no Prefect at all (``progress`` and
+    ``relay``: as ``execute_run``'s)."""
     started = time.monotonic()
     with contextlib.ExitStack() as hold:  # the store's lock, from planning to export
         planned = planned or plan_run(manifest, runs_dir, shard, hold=hold)
@@ -197,7 +206,7 @@ async def run_locally(
         # exports to the next run at once (stopping.interrupt_at_once).
         hold.enter_context(interrupt_at_once())
         planned_at = time.monotonic()
-        result = await execute_run(planned.paths, base_url)
+        result = await execute_run(planned.paths, base_url, progress=progress, relay=relay)
         executed = time.monotonic()
         results = export_run_results(planned.paths)
     return RunOutcome(

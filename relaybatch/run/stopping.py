@@ -11,7 +11,9 @@ in-process, a flow run started by a worker or `relaybatch serve`).
   is already committed, so the checkpoint is consistent either way.
 
 SIGTERM matters as much as Ctrl-C: Kubernetes, systemd and Prefect's runner (when a flow run is
-cancelled) send it first. Outside the main thread (no signal handlers) nothing is installed.
+cancelled) send it first. Outside the main thread (no signal handlers) nothing is installed; a
+caller that runs the engine in a worker thread (the Python API inside Jupyter's event loop) passes
+the Ctrl-C it receives (a kernel interrupt) on through an ``InterruptRelay``, with the same effect.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -83,17 +86,52 @@ class StopOnSignal:
             self._grace.cancel()
 
 
+class InterruptRelay:
+    """A Ctrl-C caught in one thread, passed on to an engine stopping in another's event loop.
+
+    The Python API runs the engine in a worker thread when the caller's thread has an event loop
+    running (Jupyter's); there no signal handler can be installed, and a kernel interrupt raises
+    KeyboardInterrupt in the caller's thread instead. The caller hands it on with ``interrupt()``:
+    the first stops cleanly, the second at once, as on a terminal."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._target: tuple[asyncio.AbstractEventLoop, StopOnSignal] | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, handling: StopOnSignal) -> None:
+        with self._lock:
+            self._target = (loop, handling)
+
+    def detach(self) -> None:
+        with self._lock:
+            self._target = None
+
+    def interrupt(self) -> bool:
+        """A Ctrl-C for the engine; False when no execution is stopping on signals now (planning,
+        or the results being written: nothing is in flight then)."""
+        with self._lock:
+            if self._target is None:
+                return False
+            loop, handling = self._target
+            loop.call_soon_threadsafe(handling.received, signal.SIGINT)
+            return True
+
+
 @contextlib.contextmanager
 def stop_on_signals(
     stop: asyncio.Event,
     work: asyncio.Future[Any],
     say: Callable[[str], None] = _say,
     grace: float = GRACE_SECONDS,
+    relay: InterruptRelay | None = None,
 ) -> Iterator[StopOnSignal]:
     """Route SIGINT and SIGTERM to a clean stop of ``work`` while the block runs; the handlers
-    that were there before (Prefect's, Python's KeyboardInterrupt) come back afterwards."""
+    that were there before (Prefect's, Python's KeyboardInterrupt) come back afterwards. A
+    ``relay`` passes on a Ctrl-C another thread caught, the same way."""
     loop = asyncio.get_running_loop()
     handling = StopOnSignal(stop, work, say, grace)
+    if relay is not None:
+        relay.attach(loop, handling)
     previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     installed = []
     for signum in SIGNALS:
@@ -105,6 +143,8 @@ def stop_on_signals(
     try:
         yield handling
     finally:
+        if relay is not None:
+            relay.detach()
         handling.close()
         for signum in installed:
             loop.remove_signal_handler(signum)
