@@ -19,10 +19,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.budget import Budget
+from relaybatch.cost_model.budget import Budget
+from relaybatch.cost_model.pricing import PriceBook, parse_pricing
 from relaybatch.costs.guard import RunSpendGuard
 from relaybatch.costs.ledger import CostStore, write_ledger
-from relaybatch.costs.pricing import PriceBook, parse_pricing
 
 TARGET_CALLS_PER_SECOND = 2_000
 TARGET_EXPORT_ROWS_PER_SECOND = 20_000

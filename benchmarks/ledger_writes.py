@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import relaybatch
-from relaybatch.costs.budget import Budget
+from relaybatch.cost_model.budget import Budget
+from relaybatch.cost_model.pricing import PriceBook, parse_pricing
 from relaybatch.costs.guard import RunSpendGuard
 from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.pricing import PriceBook, parse_pricing
 
 MODEL = "relay-chat-small"
 PRICING = {"data": {"id": MODEL, "pricing": {"text": {"prompt": "1.5E-7", "completion": "6E-7"}}}}

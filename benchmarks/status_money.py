@@ -24,10 +24,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from relaybatch.costs import Budgets, CostStore, UsageCounts, budget_settings, price_call
+from relaybatch.cost_model import Budgets, UsageCounts, price_call
+from relaybatch.cost_model.price import CallCost
+from relaybatch.cost_model.pricing import parse_pricing
+from relaybatch.costs import CostStore, budget_settings
 from relaybatch.costs.ledger import LedgerRow, build_row
-from relaybatch.costs.price import CallCost
-from relaybatch.costs.pricing import parse_pricing
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.run.views import run_money

@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.budget import Budgets
+from relaybatch.cost_model import Budgets
 from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
 from relaybatch.costs.report import (
     CHECKPOINT_NAME,

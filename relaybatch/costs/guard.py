@@ -19,8 +19,25 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from relaybatch.costs.budget import RUN_SCOPE, Budget, Budgets, Refusal
-from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
+from relaybatch.cost_model import (
+    ROUTE_PRICED_KINDS,
+    RUN_SCOPE,
+    Budget,
+    Budgets,
+    CallCost,
+    PriceBook,
+    PricingClient,
+    Refusal,
+    UsageCounts,
+    UsageError,
+    call_model,
+    fetch_pricing,
+    parse_pricing,
+    price_call,
+    prices_for,
+    usage_for_call,
+    worst_case_usd,
+)
 from relaybatch.costs.ledger import (
     CHARGED,
     OUTCOME_UNKNOWN,
@@ -31,12 +48,8 @@ from relaybatch.costs.ledger import (
     build_row,
     write_ledger,
 )
-from relaybatch.costs.price import CallCost, price_call
-from relaybatch.costs.pricing import PriceBook, PricingClient, fetch_pricing, parse_pricing
 from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.run_budgets import shard_split, spent_beside
-from relaybatch.costs.usage import UsageCounts, UsageError
-from relaybatch.costs.worst_case import worst_case_usd
 from relaybatch.engine.spend import Refused, SpendFigures
 
 IN_FLIGHT = "in flight"

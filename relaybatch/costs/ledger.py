@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from relaybatch.arrow_memory import RowGroupWriter, release_unused
-from relaybatch.costs.price import COMPONENTS, CallCost
-from relaybatch.costs.pricing import ModelPrices
-from relaybatch.costs.usage import UsageCounts
+from relaybatch.cost_model import COMPONENTS, CallCost, ModelPrices, UsageCounts
 from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils

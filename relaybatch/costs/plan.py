@@ -14,19 +14,20 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from relaybatch.costs.calls import ROUTE_PRICED_KINDS, call_model
-from relaybatch.costs.expected import expected_usage
-from relaybatch.costs.price import price_call
-from relaybatch.costs.pricing import (
+from relaybatch.cost_model import (
+    ROUTE_PRICED_KINDS,
     ModelPrices,
     PriceBook,
     PricingError,
+    UsageCounts,
+    call_model,
+    expected_usage,
     fetch_pricing,
     judgment_prices,
+    price_call,
     web_search_prices,
+    worst_case_usd,
 )
-from relaybatch.costs.usage import UsageCounts
-from relaybatch.costs.worst_case import worst_case_usd
 
 
 @dataclass

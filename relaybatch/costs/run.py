@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from relaybatch.cost_model import PricingClient
 from relaybatch.costs.guard import (
     Budgets,
     RunSpendGuard,
     open_spend_guard,
 )
-from relaybatch.costs.pricing import PricingClient
 from relaybatch.engine.states import ALL_STATES, CANCELLED, DONE, SUPERSEDED
 
 # Items whose calls may still be billed (sent, resent, polled): only their models need prices now.

@@ -17,7 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from relaybatch.costs.budget import Budgets, whole_of_share
+from relaybatch.cost_model import Budgets, whole_of_share
 from relaybatch.costs.ledger import CostStore
 from relaybatch.costs.report import CHECKPOINT_NAME, COST_STORE_NAME, SHARDS_NAME, store_folders
 

@@ -13,16 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relaybatch.costs.usage import (
-    chat_completions_usage,
-    generate_content_usage,
-    images_usage,
-    judgment_usage,
-    messages_usage,
-    read_or_none,
-    responses_usage,
-    token_columns,
-)
+from relaybatch.cost_model import token_counts
 from relaybatch.engine.media import MediaFiles
 
 
@@ -177,27 +168,14 @@ def _search_hit(hit: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# How each kind's usage object is read: the family reader, and whether it takes the image count.
-_USAGE_READERS: dict[str, Any] = {
-    "chat": chat_completions_usage,
-    "responses": responses_usage,
-    "messages": messages_usage,
-    "generate_content": generate_content_usage,
-    "judgment": judgment_usage,
-}
-
-
 def result_tokens(kind: str, result: dict[str, Any]) -> dict[str, int | None] | None:
     """The results' token columns of a stored result: its ``tokens`` when it carries them (stored
-    before they were derived), else read from its ``usage``; None for kinds without token counts."""
+    before they were derived), else read from its ``usage`` by the cost model; None for kinds
+    without token counts."""
     tokens = result.get("tokens")
     if isinstance(tokens, dict):
         return tokens
-    usage = result.get("usage")
-    if kind == "image":
-        return token_columns(read_or_none(images_usage, usage, len(result.get("media_paths") or [])))
-    reader = _USAGE_READERS.get(kind)
-    return None if reader is None else token_columns(read_or_none(reader, usage))
+    return token_counts(kind, result.get("usage"), len(result.get("media_paths") or []))
 
 
 def tool_call(call: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.sharding import Shard
 
 if TYPE_CHECKING:
-    from relaybatch.costs import Budgets
+    from relaybatch.cost_model import Budgets
     from relaybatch.gateway import GatewayClient
     from relaybatch.shared_limit import SharedLimit
 
@@ -86,7 +86,8 @@ def stored_settings(
     A shard gets its share of each budget and records the whole run's beside it
     (relaybatch.costs.run_budgets: shards run in separate processes, each with its own spend guard).
     """
-    from relaybatch.costs import Budgets, budget_settings
+    from relaybatch.cost_model import Budgets
+    from relaybatch.costs import budget_settings
 
     overrides = overrides or RunOverrides()
     jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from relaybatch.engine.store import CheckpointStore
 
 if TYPE_CHECKING:
-    from relaybatch.costs.budget import Budgets
+    from relaybatch.cost_model import Budgets
     from relaybatch.costs.report import RunSpend
     from relaybatch.costs.run_budgets import BudgetUse
 

@@ -58,8 +58,7 @@ def _tokens(call: BilledCall, result: dict[str, Any] | None) -> tuple[int, int] 
     """Input and output tokens of an answer, read by the cost model's own usage reader."""
     if result is None:
         return None
-    from relaybatch.costs.calls import usage_for_call
-    from relaybatch.costs.usage import UsageError
+    from relaybatch.cost_model import UsageError, usage_for_call
 
     try:
         usage = usage_for_call(call.kind, call.request, result)

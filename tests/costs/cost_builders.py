@@ -8,10 +8,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from relaybatch.costs import UsageCounts, price_call
+from relaybatch.cost_model import UsageCounts, price_call
+from relaybatch.cost_model.price import CallCost
+from relaybatch.cost_model.pricing import judgment_prices, parse_pricing, web_search_prices
 from relaybatch.costs.ledger import CostStore, LedgerRow, build_row
-from relaybatch.costs.price import CallCost
-from relaybatch.costs.pricing import judgment_prices, parse_pricing, web_search_prices
 
 START = datetime.fromisoformat("2026-11-20T10:00:00+00:00")
 CHAT_PRICES = parse_pricing(

@@ -7,7 +7,7 @@ import random
 import threading
 from decimal import Decimal
 
-from relaybatch.costs import Budget
+from relaybatch.cost_model import Budget
 
 D = Decimal
 

@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 
-from relaybatch.costs import (
-    Budgets,
-    CostStore,
-    PriceBook,
-    PricingError,
-    budgets_from_manifest,
-    open_spend_guard,
-    parse_pricing,
-)
-from relaybatch.costs.worst_case import DEFAULT_OUTPUT_TOKEN_CAP, request_bytes, worst_case_usd
+from relaybatch.cost_model import Budgets, PriceBook, PricingError, parse_pricing
+from relaybatch.cost_model.worst_case import DEFAULT_OUTPUT_TOKEN_CAP, request_bytes, worst_case_usd
+from relaybatch.costs import CostStore, budgets_from_manifest, open_spend_guard
 from relaybatch.gateway import Conflict, NotFound, ServerError
 
 D = Decimal
@@ -290,11 +283,11 @@ async def test_progress_report_and_dashboard_split_known_and_unknown_by_one_rule
     and the dashboard agree on known and unknown spend, with unknown outcomes and unknown prices."""
     from cost_builders import sample_rows
 
+    from relaybatch.cost_model.price import CallCost, price_call
+    from relaybatch.cost_model.usage import UsageCounts
     from relaybatch.costs.dashboard_data import load_dashboard
     from relaybatch.costs.ledger import OUTCOME_UNKNOWN, UNKNOWN, build_row
-    from relaybatch.costs.price import CallCost, price_call
     from relaybatch.costs.report import run_spend_figures
-    from relaybatch.costs.usage import UsageCounts
 
     run_dir = tmp_path / "demo"
     run_dir.mkdir()

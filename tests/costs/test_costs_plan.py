@@ -13,9 +13,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from relaybatch.costs.expected import expected_usage, prompt_tokens
+from relaybatch.cost_model.expected import expected_usage, prompt_tokens
+from relaybatch.cost_model.pricing import judgment_prices
 from relaybatch.costs.plan import make_plan
-from relaybatch.costs.pricing import judgment_prices
 from relaybatch.costs.reconcile import WEB_SEARCH_LABEL, gateway_charge
 from relaybatch.emulator import create_app, load_config
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, execute

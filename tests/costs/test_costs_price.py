@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from relaybatch.costs import price_call
-from relaybatch.costs.pricing import PricingError, judgment_prices, parse_pricing, web_search_prices
-from relaybatch.costs.usage import UsageCounts, video_usage
+from relaybatch.cost_model import price_call
+from relaybatch.cost_model.pricing import PricingError, judgment_prices, parse_pricing, web_search_prices
+from relaybatch.cost_model.usage import UsageCounts, video_usage
 
 D = Decimal
 

@@ -17,9 +17,8 @@ from PIL import Image
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
+from relaybatch.cost_model import Budgets, PricingError
 from relaybatch.costs import (
-    Budgets,
-    PricingError,
     Reconciliation,
     RunSpendGuard,
     load_spend,

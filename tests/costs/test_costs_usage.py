@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from relaybatch.costs.usage import (
+from relaybatch.cost_model.usage import (
     UsageCounts,
     UsageError,
     chat_completions_usage,

@@ -13,7 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.costs import Budgets, budget_settings, budget_uses, run_budgets
+from relaybatch.cost_model import Budgets
+from relaybatch.costs import budget_settings, budget_uses, run_budgets
 from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import display_usd, load_spend, run_spend_figures

@@ -18,7 +18,8 @@ from test_costs_store_layout import layout0_store, raw, reservation
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.costs import Budgets, CostStore, budget_settings
+from relaybatch.cost_model import Budgets
+from relaybatch.costs import CostStore, budget_settings
 from relaybatch.costs.ledger import LedgerRow
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item

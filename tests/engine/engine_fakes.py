@@ -11,7 +11,8 @@ import httpx
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
-from relaybatch.costs import Budgets, spend_guard_for_run
+from relaybatch.cost_model import Budgets
+from relaybatch.costs import spend_guard_for_run
 from relaybatch.engine import (
     AdaptiveTokenBucket,
     CheckpointStore,

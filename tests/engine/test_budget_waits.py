@@ -17,7 +17,8 @@ from engine_fakes import FAST, ClientFactory
 from engine_items import item
 from starlette.applications import Starlette
 
-from relaybatch.costs import Budgets, RunSpendGuard, spend_guard_for_run
+from relaybatch.cost_model import Budgets
+from relaybatch.costs import RunSpendGuard, spend_guard_for_run
 from relaybatch.engine import BilledCall, CheckpointStore, RunSummary, execute
 from relaybatch.engine.spend import Refused
 from relaybatch.manifests import Item

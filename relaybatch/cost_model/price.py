@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from relaybatch.costs.pricing import CacheRates, ModelPrices, TextRates
-from relaybatch.costs.usage import UsageCounts
+from relaybatch.cost_model.pricing import CacheRates, ModelPrices, TextRates
+from relaybatch.cost_model.usage import UsageCounts
 
 TIER_THRESHOLD_TOKENS = 200_000
 

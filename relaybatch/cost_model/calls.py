@@ -10,28 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from relaybatch.costs.pricing import ModelPrices, PriceBook, judgment_prices, web_search_prices
-from relaybatch.costs.usage import (
+from relaybatch.cost_model.pricing import ModelPrices, PriceBook, judgment_prices, web_search_prices
+from relaybatch.cost_model.usage import (
+    USAGE_READERS,
     UsageCounts,
     UsageError,
-    chat_completions_usage,
-    generate_content_usage,
     images_usage,
-    judgment_usage,
-    messages_usage,
-    responses_usage,
     seconds_value,
     video_usage,
     web_search_usage,
 )
-from relaybatch.costs.worst_case import V1_DEFAULT_SECONDS, V2_DEFAULT_SECONDS
+from relaybatch.cost_model.worst_case import V1_DEFAULT_SECONDS, V2_DEFAULT_SECONDS
 
 # Kinds priced by the pricing route; the others follow fixed rules of the interface.
 ROUTE_PRICED_KINDS = frozenset(
     {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"}
 )
 WEB_SEARCH_MODEL = "web_search"
-USAGE_REQUIRED_KINDS = frozenset({"chat", "responses", "messages", "generate_content", "judgment"})
 # Request flags that ask for a soundtrack (the interface does not name one; these are the common ones).
 AUDIO_FLAGS = ("audio", "with_audio", "generate_audio")
 
@@ -83,24 +78,17 @@ def _video(kind: str, request: Mapping[str, Any], result: Mapping[str, Any]) -> 
 def usage_for_call(kind: str, request: Mapping[str, Any], result: Mapping[str, Any]) -> UsageCounts:
     """The billable counts of a finished (or submitted) call, from its result."""
     usage = _usage(result)
-    if not usage and kind in USAGE_REQUIRED_KINDS:
-        # Pricing an absent usage object would be a silent zero: the row is marked unknown instead.
-        raise UsageError("the answer carries no usage")
-    if kind == "chat":
-        return chat_completions_usage(usage)
-    if kind == "responses":
-        return responses_usage(usage)
-    if kind == "messages":
-        return messages_usage(usage)
-    if kind == "generate_content":
-        return generate_content_usage(usage)
+    reader = USAGE_READERS.get(kind)
+    if reader is not None:
+        if not usage:
+            # Pricing an absent usage object would be a silent zero: the row is marked unknown instead.
+            raise UsageError("the answer carries no usage")
+        return reader(usage)
     if kind == "image":
         # The gateway bills the images asked for (per-image models), whatever arrived intact.
         return images_usage(usage, images=_image_count(request))
     if kind in ("video", "video_v1"):
         return _video(kind, request, result)
-    if kind == "judgment":
-        return judgment_usage(usage)
     if kind == "web_search":
         return web_search_usage(succeeded=True)
     raise ValueError(f"no usage reader for kind {kind!r}")

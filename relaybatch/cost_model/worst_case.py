@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from relaybatch.costs.pricing import ModelPrices, judgment_prices, web_search_prices
-from relaybatch.costs.usage import seconds_value
+from relaybatch.cost_model.pricing import ModelPrices, judgment_prices, web_search_prices
+from relaybatch.cost_model.usage import seconds_value
 
 # A request without an output cap could in principle run to the model's context limit; this is
 # the assumption the reservation makes instead. Set an explicit cap on budgeted jobs to be exact.

@@ -10,7 +10,7 @@ double-counts a token.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Any
@@ -209,3 +209,24 @@ def read_or_none(reader: Any, usage: Any, *extra: Any) -> UsageCounts | None:
     except UsageError:
         return None
     return counts
+
+
+# The one table of kind -> reader of the answer's usage object, for the kinds whose answer carries
+# one (an answer without it is an unknown cost, never a silent zero): the ledger (``usage_for_call``)
+# and the results' token columns (``token_counts``) both read usage through it.
+USAGE_READERS: dict[str, Callable[[Mapping[str, Any]], UsageCounts]] = {
+    "chat": chat_completions_usage,
+    "responses": responses_usage,
+    "messages": messages_usage,
+    "generate_content": generate_content_usage,
+    "judgment": judgment_usage,
+}
+
+
+def token_counts(kind: str, usage: Any, images: int) -> dict[str, int | None] | None:
+    """The results' token columns of a stored answer's ``usage`` (``images``: the files an image
+    call returned); None for kinds without token counts."""
+    if kind == "image":
+        return token_columns(read_or_none(images_usage, usage, images))
+    reader = USAGE_READERS.get(kind)
+    return None if reader is None else token_columns(read_or_none(reader, usage))

@@ -34,9 +34,9 @@ from typing import Any
 
 from PIL import Image
 
-from relaybatch.costs.pricing import ModelPrices
-from relaybatch.costs.usage import UsageCounts, seconds_value
-from relaybatch.costs.worst_case import (
+from relaybatch.cost_model.pricing import ModelPrices
+from relaybatch.cost_model.usage import UsageCounts, seconds_value
+from relaybatch.cost_model.worst_case import (
     IMAGE_TOKENS_PER_MEGAPIXEL,
     TOKEN_KINDS,
     V1_DEFAULT_SECONDS,
