@@ -20,6 +20,15 @@ _WRITING: set[Path] = set()  # temporaries this process is writing now (media do
 _SWEPT: set[Path] = set()  # folders this process has cleared of abandoned temporaries
 
 
+def resolved_path(path: Path) -> Path:
+    """``path`` made absolute with its symlinks resolved; as it is (absolute) when it cannot be
+    resolved (a symlink loop), so the read that follows reports it where it is, not a traceback."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a loop, later ones OSError
+        return Path(os.path.abspath(path))
+
+
 @contextlib.contextmanager
 def replaced_atomically(path: Path) -> Iterator[Path]:
     """Yield a temporary name beside ``path`` to write to; on success it is renamed to ``path``

@@ -134,7 +134,10 @@ class YamlJob:
                     self._problem(f"'{self.spec.data}' must be a {', '.join(DATA_SUFFIXES)} file", "data")
                 ]
             if not self.data.is_file():
-                return [self._problem(f"data file '{self.spec.data}' not found next to the manifest", "data")]
+                why = "not found next to the manifest"
+                if self.data.is_symlink():  # a link whose target is missing, or a loop of links
+                    why = "is a symbolic link that leads to no file (a missing target or a loop)"
+                return [self._problem(f"data file '{self.spec.data}' {why}", "data")]
             columns = columns_of(self.data)
             if columns is not None:
                 for location, column in used:

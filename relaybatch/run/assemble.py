@@ -27,12 +27,14 @@ from relaybatch.engine import (
     RunSummary,
     execute,
 )
+from relaybatch.engine.states import SUPERSEDED
 from relaybatch.engine.store import PlanCounts
 from relaybatch.errors import UserError
 from relaybatch.files import scratch_folder
 from relaybatch.limiting import Limiter
 from relaybatch.manifests import Manifest, Validation, open_manifest
-from relaybatch.run import fingerprint
+from relaybatch.manifests.images import noting_image_reads
+from relaybatch.run import fingerprint, identity
 from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.sharding import Shard
@@ -109,26 +111,6 @@ def manifest_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_identity(run: RunPaths, manifest_path: Path, sha256: str) -> None:
-    """Refuse to plan a different manifest into an existing run (DESIGN.md invariant 8).
-
-    The same file edited is the same run (its edits supersede items); an identical copy moved
-    elsewhere is too. A different file with different content is refused, naming both."""
-    for store_path in store_paths(run):
-        with CheckpointStore.open_read_only(store_path) as store:
-            recorded = store.manifest()
-        if recorded is None:
-            continue
-        path, digest = recorded
-        if path != str(manifest_path) and digest != sha256:
-            raise UserError(
-                f"run '{run.name}' belongs to {path}, and {manifest_path} is a different manifest. "
-                f"Give it its own run: relaybatch run {manifest_path} --run-name NAME "
-                "(or set run.name in its YAML)"
-            )
-        return
-
-
 def store_paths(run: RunPaths) -> list[Path]:
     """Every checkpoint store of a run that exists: the run's own, then each shard's (any split)."""
     shards = sorted(run.shards.glob("*-of-*/checkpoint.sqlite")) if run.shards.is_dir() else []
@@ -146,6 +128,16 @@ class OtherStores:
         for store in self.stores:
             found |= store.settled_keys(keys)
         return found
+
+    def lend_superseded(self, store: CheckpointStore, shard: Shard) -> int:
+        """Copy into ``store`` the shard's items that another store holds superseded, so its plan
+        brings them back (done with their result) instead of sending them again; rows copied."""
+        taken = 0
+        for other in self.stores:
+            keys = [key for key in other.keys_in_state(SUPERSEDED) if shard.contains(key)]
+            if keys:
+                taken += store.absorb(other.path, keys=keys)
+        return taken
 
     def close(self) -> None:
         for store in self.stores:
@@ -190,27 +182,30 @@ def plan_run(
     paths = shard.paths(run) if shard else run
     resolved = str(manifest_path.resolve())
     decision = fingerprint.compare(paths.checkpoint, manifest)
+    images: dict[str, str] = {}  # image files read by validation: resolved path -> sha256
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
-        validation = _validated(manifest, decision, paths, seen_in, check)
-        check_identity(run, Path(resolved), decision.manifest_sha256)
+        validation = _validated(manifest, decision, paths, seen_in, check, images)
+        inputs = _identity(Path(resolved), decision, images)
+        identity.check_identity(run, store_paths(run), Path(resolved), inputs, decision.manifest_sha256)
         # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
         # outlives planning, so nothing can take it between this plan and the execution after it.
         (hold or planning).enter_context(executing(paths))
         if fingerprint.planned_since(paths.checkpoint, decision):  # by another process, meanwhile
             decision = fingerprint.compare(paths.checkpoint, manifest)
-            validation = _validated(manifest, decision, paths, seen_in, check)
+            validation = _validated(manifest, decision, paths, seen_in, check, images)
+            inputs = _identity(Path(resolved), decision, images)
         if shard is None and fold_shards(run) and decision.status != fingerprint.WHOLE:
             # Shards are views of this run: what they settled is settled here. Rows they planned
             # may come from another version of the manifest, so this plan is a whole one.
             decision = decision.whole("shard stores were folded into the run")
-            validation = _validated(manifest, decision, paths, seen_in, check)
+            validation = _validated(manifest, decision, paths, seen_in, check, images)
         settings = stored_settings(manifest, shard, overrides)
         if say is not None:
             for note in upgrade_notes(paths):
                 say(note)
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)
-            store.record_manifest(resolved, decision.manifest_sha256)
+            store.record_manifest(resolved, inputs)
             if decision.status == fingerprint.UNCHANGED:
                 counts = PlanCounts(0, 0, 0)
             else:
@@ -218,7 +213,7 @@ def plan_run(
                     counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
                 except fingerprint.InputsMoved as moved:  # rolled back: plan it whole instead
                     decision = decision.whole(f"{moved} changed while it was read")
-                    validation = _validated(manifest, decision, paths, seen_in, check)
+                    validation = _validated(manifest, decision, paths, seen_in, check, images)
                     counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
     label = f"{name} shard {shard}" if shard else name
     return PlannedRun(
@@ -253,21 +248,36 @@ def upgrade_notes(paths: RunPaths) -> list[str]:
     ]
 
 
+def _identity(manifest_path: Path, decision: fingerprint.Decision, images: dict[str, str]) -> str:
+    """The run identity of the inputs as read now (relaybatch/run/identity.py)."""
+    files = {path: state.sha256 for path, state in decision.files.items()}
+    return identity.identity_of(manifest_path, files, images)
+
+
 def _validated(
     manifest: Manifest,
     decision: fingerprint.Decision,
     paths: RunPaths,
     seen_in: Path,
     check: Callable[[Validation], None] | None,
+    images: dict[str, str],
 ) -> Validation:
     """The whole manifest validated, or only its appended rows (against the planned ones), or
-    nothing (the recorded validation); then the gateway's check, over every route either way."""
+    nothing (the recorded validation); then the gateway's check, over every route either way.
+    ``images`` is filled with the image files the plan reads (read now, or as recorded)."""
+    images.clear()
+
+    def note(path: Path, raw: bytes) -> None:
+        images.setdefault(str(path.resolve()), hashlib.sha256(raw).hexdigest())
+
     if decision.status == fingerprint.WHOLE:
-        validation = manifest.validate(seen_in=seen_in)
+        with noting_image_reads(note):
+            validation = manifest.validate(seen_in=seen_in)
     else:
         validation = fingerprint.recorded_validation(decision)
+        images.update(fingerprint.recorded_images(paths.checkpoint))
         if decision.status == fingerprint.APPENDED:
-            with CheckpointStore.open_read_only(paths.checkpoint) as store:
+            with CheckpointStore.open_read_only(paths.checkpoint) as store, noting_image_reads(note):
                 validation = manifest.validate(
                     starts=decision.starts,
                     earlier=fingerprint.earlier_rows(store),
@@ -295,6 +305,7 @@ def _plan_items(
     if shard is not None:
         items = (item for item in items if shard.contains(item.key))
         others = OtherStores([path for path in store_paths(run) if path != store.path])
+        others.lend_superseded(store, shard)
     recorder = fingerprint.Recorder(manifest, decision, validation, seen_in)
     try:
         with recorder.reading():

@@ -39,6 +39,7 @@ from typing import Any
 from relaybatch import __version__
 from relaybatch.engine import CheckpointStore
 from relaybatch.engine.store import PLANNED_ID, PLANNED_KEY, PlanRecord
+from relaybatch.files import resolved_path
 from relaybatch.manifests import Manifest, Validation, seen_rows
 from relaybatch.manifests.converters import Route
 from relaybatch.manifests.duplicates import EarlierRows, Where
@@ -164,7 +165,7 @@ def input_paths(manifest: Manifest) -> dict[str, str]:
     """Resolved path -> role of the manifest and every job's data file (images are found by rows)."""
     paths = {str(manifest.path.resolve()): MANIFEST}
     for job in manifest.jobs:
-        paths.setdefault(str(Path(job.file).resolve()), DATA)
+        paths.setdefault(str(resolved_path(Path(job.file))), DATA)
     return paths
 
 
@@ -246,6 +247,14 @@ def _recorded(store_path: Path) -> Recorded | None:
     return Recorded(summary, files)
 
 
+def recorded_images(store_path: Path) -> dict[str, str]:
+    """Path -> sha256 of every image file the recorded plan embedded."""
+    if not store_path.exists():
+        return {}
+    with CheckpointStore.open_read_only(store_path) as store:
+        return {path: sha256 for path, role, _, sha256, _ in store.plan_inputs() if role == IMAGE}
+
+
 def _changed_image(store_path: Path) -> str | None:
     """The first image file the plan embedded that is no longer the same (size, then sha256)."""
     with CheckpointStore.open_read_only(store_path) as store:
@@ -266,7 +275,7 @@ def _starts(
     """Where each job reading a grown file finds its new rows (None: a job that cannot)."""
     starts: dict[int, RowsFrom] = {}
     for index, job in enumerate(manifest.jobs):
-        path = str(Path(job.file).resolve())
+        path = str(resolved_path(Path(job.file)))
         if path not in grown:
             continue
         if job.rows_from is None:
@@ -373,7 +382,7 @@ class Recorder:
         rows: dict[str, int] = {}
         recorded = self.decision.recorded
         for index, job in enumerate(self.manifest.jobs):
-            path = str(Path(job.file).resolve())
+            path = str(resolved_path(Path(job.file)))
             if self.decision.status == APPENDED and index not in self.decision.starts:
                 assert recorded is not None
                 rows[path] = int(recorded.files[path][3].get("rows", 0))

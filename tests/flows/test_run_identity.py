@@ -5,6 +5,7 @@ Every request is counted at the embedded emulator, so "sent nothing" means nothi
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from relaybatch.engine import CheckpointStore
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 CHATS = ("POST", "/v1/chat/completions")
+# A 1x1 PNG: image inputs are embedded in requests (a trailing byte tells copies apart).
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 def chats_sent() -> int:
@@ -68,7 +73,8 @@ def test_another_manifest_with_the_same_name_is_refused(tmp_path: Path) -> None:
     assert code == 0, output
     with CheckpointStore.open_read_only(tmp_path / "runs" / "demo-elsewhere" / "checkpoint.sqlite") as store:
         assert store.run_settings()["budget_usd"] == "1.50"
-        assert store.manifest() == (str(other.resolve()), hashlib.sha256(other.read_bytes()).hexdigest())
+        path, identity = store.manifest() or ("", "")
+    assert path == str(other.resolve()) and identity != hashlib.sha256(other.read_bytes()).hexdigest()
     assert pq.read_table(tmp_path / "runs" / "demo-elsewhere" / "results" / "demo.parquet").num_rows == 1
 
 
@@ -177,3 +183,118 @@ def test_status_of_a_run_with_only_shards_says_to_merge(tmp_path: Path) -> None:
 
     assert code == 1
     assert "relaybatch merge bulk" in output and "Traceback" not in output
+
+
+LABELS_YAML = """\
+run:
+  name: labels
+jobs:
+  - name: docs
+    kind: chat
+    model: relay-chat-small
+    prompt: "Label: {text}"
+    data: docs.csv
+    carry: [id]
+"""
+
+
+def labelling_folder(folder: Path, rows: int, text: str = "document {n}") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["id,text"] + [f"d{n},{text.format(n=n)}" for n in range(rows)]
+    (folder / "docs.csv").write_text("\n".join(lines) + "\n")
+    manifest = folder / "labels.yaml"
+    manifest.write_text(LABELS_YAML)
+    return manifest
+
+
+def test_a_copy_of_the_yaml_next_to_other_data_is_refused_naming_both(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    first = labelling_folder(tmp_path / "a", 20)
+    other = labelling_folder(tmp_path / "b", 1, text="another data set {n}")  # the same YAML text
+    assert run("run", str(first), "--runs-dir", runs)[0] == 0
+    before = chats_sent()
+
+    code, output = run("run", str(other), "--runs-dir", runs)
+
+    assert code == 1, output
+    assert str(first.resolve()) in output and str(other.resolve()) in output
+    assert "data or image file" in output and "Traceback" not in output
+    assert chats_sent() == before
+    assert pq.read_table(tmp_path / "runs" / "labels" / "results" / "docs.parquet").num_rows == 20
+
+
+def test_a_copy_moved_with_its_data_is_the_same_run_and_sends_nothing(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    first = labelling_folder(tmp_path / "a", 5)
+    assert run("run", str(first), "--runs-dir", runs)[0] == 0
+    copy = labelling_folder(tmp_path / "moved", 5)  # YAML and data, byte for byte
+    before = chats_sent()
+
+    code, output = run("run", str(copy), "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before
+    assert pq.read_table(tmp_path / "runs" / "labels" / "results" / "docs.parquet").num_rows == 5
+
+
+def test_a_copy_naming_another_image_is_refused(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifests = []
+    for folder, extra in (("a", b""), ("b", b"\0")):  # the second image differs by a trailing byte
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "photo.png").write_bytes(PNG + extra)
+        (tmp_path / folder / "d.csv").write_text("id,photo\np1,photo.png\n")
+        manifest = tmp_path / folder / "look.yaml"
+        manifest.write_text(
+            "run: {name: look}\njobs:\n  - {name: look, kind: chat, model: relay-chat-small, "
+            "prompt: Describe it., image: photo, data: d.csv}\n"
+        )
+        manifests.append(manifest)
+    assert run("run", str(manifests[0]), "--runs-dir", runs)[0] == 0
+
+    code, output = run("run", str(manifests[1]), "--runs-dir", runs)
+
+    assert code == 1, output
+    assert str(manifests[0].resolve()) in output and str(manifests[1].resolve()) in output
+
+
+def test_shards_after_an_edit_was_undone_bring_superseded_items_back_without_sending(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = labelling_folder(tmp_path / "a", 20)
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    results = tmp_path / "runs" / "labels" / "results" / "docs.parquet"
+    original = answers(results)
+    data = manifest.parent / "docs.csv"
+    first_data = data.read_text()
+    data.write_text(first_data.replace("document", "edited document"))  # the same manifest, edited
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0  # 20 superseded, 20 sent
+    data.write_text(first_data)  # the edit undone
+    before = chats_sent()
+
+    for shard in ("1/2", "2/2"):
+        code, output = run("run", str(manifest), "--runs-dir", runs, "--shard", shard)
+        assert code == 0, output
+        assert "back from superseded" in output
+    assert chats_sent() == before  # the 20 items done before the edit were not sent again
+
+    code, output = run("run", str(manifest), "--runs-dir", runs)  # folds the shards into the run
+
+    assert code == 0, output
+    assert chats_sent() == before
+    assert answers(results) == original
+
+
+def test_a_data_path_in_a_symlink_loop_is_one_located_error_in_run_as_in_validate(tmp_path: Path) -> None:
+    manifest = labelling_folder(tmp_path, 1)
+    (tmp_path / "docs.csv").unlink()
+    (tmp_path / "docs.csv").symlink_to(tmp_path / "docs.csv")
+
+    for command in (
+        ["validate", str(manifest)],
+        ["run", str(manifest), "--runs-dir", str(tmp_path / "runs")],
+    ):
+        code, output = run(*command)
+
+        assert code == 1, output
+        assert "Traceback" not in output
+        assert f"{manifest}:" in output and "docs.csv" in output and "symbolic link" in output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from relaybatch.engine.states import FAILED, PENDING
@@ -27,8 +28,10 @@ _FURTHER_SQL = (
 class Absorbing(Planning, RunRecord):
     """``absorb``: a shard's rows taken where they have gone further."""
 
-    def absorb(self, other: Path) -> int:
+    def absorb(self, other: Path, keys: Sequence[str] | None = None) -> int:
         """Fold another store of the same run (a shard's) into this one; returns the rows taken.
+        With ``keys``, only those items' rows (a shard takes items superseded elsewhere that its
+        plan then brings back, instead of sending them again).
 
         Not a move of the state machine: the other store's record of an item replaces this
         store's copy only when this one is missing, pending or failed and the other has gone
@@ -45,8 +48,10 @@ class Absorbing(Planning, RunRecord):
                 updates = ", ".join(f"{name} = excluded.{name}" for name in values if name != "key")
                 cursor = self.db.conn.execute(
                     f"insert into items ({names}) select {', '.join(values.values())} "
-                    "from other.items as x where true "
-                    f"on conflict(key) do update set {updates} where {_FURTHER_SQL}"
+                    "from other.items as x where "
+                    + ("x.key in (select value from json_each(?)) " if keys is not None else "true ")
+                    + f"on conflict(key) do update set {updates} where {_FURTHER_SQL}",
+                    [json.dumps(list(keys))] if keys is not None else [],
                 )
                 taken = int(cursor.rowcount)
                 if taken:
