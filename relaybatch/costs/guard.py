@@ -212,6 +212,7 @@ class RunSpendGuard:
             reserved_usd=worst,
             outcome=CHARGED if result is not None else UNKNOWN,
             call=_call_label(call),
+            wasted=bool(getattr(call, "wasted", False)),  # the engine's BilledCall says so
         )
 
     def _prices(self, call: Call) -> Any:

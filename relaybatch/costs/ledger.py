@@ -53,7 +53,8 @@ LEDGER_EXPORT = "ledger"
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
-SCHEMA_VERSION = 1  # PRAGMA user_version of the store's layout (0: one "charges" table)
+# PRAGMA user_version of the store's layout (0: one "charges" table; 2 added charge_rows.wasted)
+SCHEMA_VERSION = 2
 # Columns kept as the id of a text in ``texts``: long and repeated on every row.
 TEXT_ID_COLUMNS = ("run", "job", "model", "price_paths")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -82,6 +83,9 @@ class LedgerRow:
     # the send, so a crash cannot forget it); "unknown": sent with no answer recorded (crash,
     # dropped connection, timeout), counted at its worst case until resolved.
     outcome: str = CHARGED
+    # A structured answer that did not fit its schema (re-asked or given up on): spend that
+    # bought nothing; the report splits spend into useful and wasted by it.
+    wasted: bool = False
 
     @property
     def usd(self) -> Decimal | None:
@@ -105,6 +109,7 @@ def build_row(
     reserved_usd: Decimal | None = None,
     outcome: str = "charged",
     call: str = "create",
+    wasted: bool = False,
 ) -> LedgerRow:
     return LedgerRow(
         run=run,
@@ -122,6 +127,7 @@ def build_row(
         reserved_usd=reserved_usd,
         outcome=outcome,
         call=call,
+        wasted=wasted,
     )
 
 
@@ -162,6 +168,7 @@ def flat_record(row: LedgerRow) -> dict[str, Any]:
     record["outcome"] = row.outcome
     record["charged_at"] = row.charged_at.astimezone(UTC).isoformat(timespec="microseconds")
     record["latency_seconds"] = row.latency_seconds
+    record["wasted"] = row.wasted
     return record
 
 
@@ -213,6 +220,7 @@ def ledger_schema() -> pa.Schema:
         ("outcome", pa.string()),
         ("charged_at", pa.timestamp("us", tz="UTC")),
         ("latency_seconds", pa.float64()),
+        ("wasted", pa.bool_()),  # layout 2
     ]
     return pa.schema(columns)
 
@@ -336,13 +344,23 @@ class CostStore:
         with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
             tables = {row[0]: row[1] for row in self.db.execute("select name, type from sqlite_schema")}
             if tables.get("charges") == "view":
-                return  # another process migrated it first
+                self._add_wasted()  # layout 1: the view without wasted
+                return
             for statement in _LAYOUT_SQL:
                 self.db.execute(statement)
             if tables.get("charges") == "table":
                 self._migrate_charges()
             self.db.execute(_VIEW_SQL)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _add_wasted(self) -> None:
+        """Layout 1 to 2: charge rows get ``wasted`` (0 for every row before it), the view shows it."""
+        if self._check_layout() >= SCHEMA_VERSION:
+            return  # another process migrated it first
+        self.db.execute("alter table charge_rows add column wasted integer default 0")
+        self.db.execute("drop view charges")
+        self.db.execute(_VIEW_SQL)
+        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _migrate_charges(self) -> None:
         """Layout 0 to 1: the rows of the one wide ``charges`` table move to ``charge_rows`` (and
@@ -359,7 +377,7 @@ class CostStore:
 
         def value(column: str) -> str:
             if column not in present:
-                return "null"
+                return "0" if column == "wasted" else "null"
             if column in TEXT_ID_COLUMNS:
                 return f"(select id from texts where text = c.{column})"
             converted = {
@@ -636,7 +654,7 @@ def _unreserved(name: str) -> str:
     builds them with no usage and no cost yet), in SQL."""
     if name in SECONDS_COLUMNS or name == "known_usd":
         return "'0'"
-    if name in USAGE_COLUMNS or name == "priced":
+    if name in USAGE_COLUMNS or name in ("priced", "wasted"):
         return "0"
     if name == "outcome":
         return f"'{RESERVED}'"
@@ -788,6 +806,7 @@ def _charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
         row.outcome,
         _micros(row.charged_at),
         row.latency_seconds,
+        row.wasted,
     ]
     return values
 

@@ -7,6 +7,7 @@ from relaybatch.engine.limiter import AdaptiveTokenBucket
 from relaybatch.engine.outputs import export_results, write_parquet_atomically
 from relaybatch.engine.poller import PollSettings
 from relaybatch.engine.progress import PlainProgress, ProgressReporter, RichProgress, Snapshot, progress_for
+from relaybatch.engine.reasks import OutputCheck
 from relaybatch.engine.runner import EngineSettings, RunSummary, execute, mark_interrupted_sends
 from relaybatch.engine.spend import BilledCall, SpendGuard
 from relaybatch.engine.states import (
@@ -47,6 +48,7 @@ __all__ = [
     "CheckpointStore",
     "EngineSettings",
     "IllegalTransition",
+    "OutputCheck",
     "PlainProgress",
     "PollSettings",
     "ProgressReporter",

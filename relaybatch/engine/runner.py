@@ -30,6 +30,7 @@ from relaybatch.engine.outcomes import (
 )
 from relaybatch.engine.poller import Poller, PollSettings
 from relaybatch.engine.progress import ProgressReporter, Snapshot, kind_totals, limiter_figures
+from relaybatch.engine.reasks import OutputCheck, settle_structured
 from relaybatch.engine.resume import UncertainPolicy, mark_interrupted_sends, prepare_resume
 from relaybatch.engine.spend import BilledCall, ReportsSpend, SpendGuard
 from relaybatch.engine.states import (
@@ -77,6 +78,8 @@ class EngineSettings:
     cancel_remote_on_stop: bool = False
     poll: PollSettings = field(default_factory=PollSettings)
     page_size: int = 1000
+    # Structured jobs by name: the schema each answer is checked against, and its re-asks (reasks.py).
+    outputs: dict[str, OutputCheck] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -282,20 +285,12 @@ class Execution:
             return
         if self._job_held(row.job):
             return  # its budget is reached (or waits for its calls in flight): the item stays pending
-        if self.spend is not None and not await self._admit(self.spend, call):
+        if self.spend is not None and not await self.admit(self.spend, call):
             return  # the item stays pending
         self.hook("reserved", row.key)
         timing = SendTiming()
         SEND_TIMING.set(timing)  # this worker task's context: the client records into it
-        # The limiter's token before `sending`: an item waiting at the limit is not sent, and a
-        # stop ends the wait with the item still pending (docs/engine.md, "Sending").
-        self.waiting_for_token += 1
-        try:
-            taken = await self.submit_waits.until(self.client.take_token("submit"))
-        finally:
-            self.waiting_for_token -= 1
-        if not taken or not self.submitting:
-            self._release(call)
+        if not await self.take_token(call):
             return
         try:
             # The reservation is committed with (just before) this write: durable before the send.
@@ -310,32 +305,15 @@ class Execution:
             return
         self.hook("sending_committed", row.key)
         self.sent += 1
-        started = time.monotonic()
-        try:
-            outcome = await calls.submit(self.client, row.request, MediaFiles(self.run_dir, row.key))
-        except GatewayError as error:
-            self.hook("answered", row.key)
-            await self._record_error(row, call, attempt, error)
+        sent = await self.send(row, call, row.request, timing)
+        if sent is None:
             return
-        except KindNotAvailable as error:
-            self._release(call)
-            await self.writer.write(
-                Change(row.key, FAILED, {"last_error": str(error), "attempts": row.attempts})
-            )
+        outcome, latency_ms, waited_ms = sent
+        output = self.settings.outputs.get(row.job)
+        if isinstance(outcome, Finished) and output is not None:
+            await settle_structured(self, row, call, outcome, latency_ms, waited_ms, output)
             return
-        except (ValueError, KeyError, TypeError, OSError) as error:
-            # The gateway answered (and billed) but the answer could not be read or saved.
-            cost = self._settle(call, None)
-            reason = f"answer could not be used: {type(error).__name__}: {error}"
-            await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
-            return
-        self.hook("answered", row.key)
-        # One definition (docs/costs.md): send-to-answer of the request that succeeded; the time
-        # spent waiting for the limiter is its own figure. Both ride in the result, so the ledger
-        # row and the results row show the same numbers.
-        latency_ms = (time.monotonic() - (timing.last_sent_at or started)) * 1000.0
-        waited_ms = timing.limiter_wait_seconds * 1000.0
-        cost = self._settle(replace(call, latency_ms=latency_ms), outcome.result)
+        cost = self.settle(replace(call, latency_ms=latency_ms), outcome.result)
         if isinstance(outcome, Finished):
             fields = {
                 "result": outcome.result,
@@ -360,11 +338,57 @@ class Execution:
             self.poller.add(row.key, row.kind, outcome.remote_id, SUBMITTED)
         self.hook("result_committed", row.key)
 
+    async def take_token(self, call: BilledCall) -> bool:
+        """The limiter's token before `sending`: an item waiting at the limit is not sent, and a
+        stop ends the wait (docs/engine.md, "Sending"); then False, the reservation given back."""
+        self.waiting_for_token += 1
+        try:
+            taken = await self.submit_waits.until(self.client.take_token("submit"))
+        finally:
+            self.waiting_for_token -= 1
+        if not taken or not self.submitting:
+            self._release(call)
+            return False
+        return True
+
+    async def send(
+        self, row: Row, call: BilledCall, request: dict[str, Any], timing: SendTiming
+    ) -> tuple[Finished | Submitted, float, float] | None:
+        """Send one billed create (its reservation, token and ``sending`` already taken and durable,
+        ``timing`` the context's): the outcome, its send-to-answer and limiter-wait milliseconds;
+        None when it failed (already recorded)."""
+        calls = CALLS[row.kind]
+        started = time.monotonic()
+        try:
+            outcome = await calls.submit(self.client, request, MediaFiles(self.run_dir, row.key))
+        except GatewayError as error:
+            self.hook("answered", row.key)
+            await self._record_error(row, call, call.attempt, error)
+            return None
+        except KindNotAvailable as error:
+            self._release(call)
+            await self.writer.write(
+                Change(row.key, FAILED, {"last_error": str(error), "attempts": row.attempts})
+            )
+            return None
+        except (ValueError, KeyError, TypeError, OSError) as error:
+            # The gateway answered (and billed) but the answer could not be read or saved.
+            cost = self.settle(call, None)
+            reason = f"answer could not be used: {type(error).__name__}: {error}"
+            await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
+            return None
+        self.hook("answered", row.key)
+        # One definition (docs/costs.md): send-to-answer of the request that succeeded; the time
+        # spent waiting for the limiter is its own figure. Both ride in the result, so the ledger
+        # row and the results row show the same numbers.
+        latency_ms = (time.monotonic() - (timing.last_sent_at or started)) * 1000.0
+        return outcome, latency_ms, timing.limiter_wait_seconds * 1000.0
+
     async def _record_error(self, row: Row, call: BilledCall, attempt: int, error: GatewayError) -> None:
         verdict = verdict_for(error)
         reason = str(error)
         if verdict is Verdict.UNCERTAIN:
-            cost = self._settle(call, None)
+            cost = self.settle(call, None)
             await self.writer.write(
                 Change(row.key, UNCERTAIN, {"last_error": reason, "cost_usd": cost}, reason)
             )
@@ -372,7 +396,7 @@ class Execution:
             return
         if isinstance(error, UnexpectedResponse):
             # Answered with success, so billed, but unreadable: charged and failed, never resent.
-            cost = self._settle(call, None)
+            cost = self.settle(call, None)
             await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
             self.count_finished(row.kind, FAILED)
             return
@@ -406,7 +430,7 @@ class Execution:
 
     # -- spend seam --------------------------------------------------------------------------
 
-    async def _admit(self, spend: SpendGuard, call: BilledCall) -> bool:
+    async def admit(self, spend: SpendGuard, call: BilledCall) -> bool:
         """Reserve the call's worst case. Refused by the run's budget only for the reservations of
         calls in flight (each settles at or below its worst case), the worker waits for one of them
         to settle and asks again; it never polls. A refusal with nothing in flight, or by spend
@@ -446,7 +470,7 @@ class Execution:
         self.room.set()
         self.room = asyncio.Event()
 
-    def _settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
+    def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         if self.spend is None:
             return None
         cost = self.spend.settle(call, result)

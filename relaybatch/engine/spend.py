@@ -32,6 +32,9 @@ class BilledCall:
     attempt: int
     # Send-to-answer of the request that was answered (docs/costs.md); set once it is known.
     latency_ms: float | None = None
+    # A structured answer that did not fit its schema and was asked again (or given up on): its
+    # charge is spend that bought nothing, shown apart from the useful spend (ledger ``wasted``).
+    wasted: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@
     pending | failed | uncertain | done -> superseded       (the manifest no longer produces the item)
     superseded -> pending | done                            (an edit was undone: the item is back)
 
-Some writes keep their state and only change columns: a submitted or polling item whose polls
+Some writes keep their state and only change columns: a structured answer asked again stays
+``sending`` and counts the re-ask in its attempts (``sending -> sending``: the re-ask's reservation
+is durable before it goes, engine/reasks.py); a submitted or polling item whose polls
 keep failing records the reason (``submitted -> submitted``, ``polling -> polling``), and a done
 item of a polled kind whose media files are missing gets them, or the reason it could not
 (``done -> done``; poller.py, "Missing media").
@@ -43,7 +45,7 @@ SETTLED_STATES = frozenset({DONE, SENDING, SUBMITTED, POLLING, UNCERTAIN})
 
 ALLOWED: dict[str, frozenset[str]] = {
     PENDING: frozenset({SENDING, SUPERSEDED}),
-    SENDING: frozenset({DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
+    SENDING: frozenset({SENDING, DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
     SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
     UNCERTAIN: frozenset({PENDING, SUPERSEDED}),

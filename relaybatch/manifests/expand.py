@@ -34,6 +34,9 @@ class JobSource:
     model: str | None = None
     budget_usd: Decimal | None = None
     provider: str | None = None
+    # The job's output schema (refs inlined) and re-asks, for a structured job (docs/manifests.md).
+    output_schema: dict[str, Any] | None = None
+    max_reasks: int = 0
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
     # Where the job names its one model (a YAML `model:` line), for problems with its route; None
     # when rows name their own model, which is then located at its first row.

@@ -68,6 +68,13 @@ class JobSpec(BaseModel):
         description="converter: call the model through the kind's converter base (a model of another family)",
     )
     budget_usd: Decimal | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    output_schema: dict[str, Any] | str | None = Field(
+        default=None,
+        description="the answer's JSON Schema: inline, a .json file beside the manifest, or module:Class",
+    )
+    max_reasks: int = Field(
+        default=2, ge=0, le=10, description="times an answer that does not fit output_schema is asked again"
+    )
     provider: str | None = Field(
         default=None,
         min_length=1,

@@ -23,6 +23,7 @@ from relaybatch.manifests.sources import (
 )
 from relaybatch.manifests.templates import TemplateError, fields_in, fill, render
 from relaybatch.manifests.yaml_lines import Path_, line_of
+from relaybatch.structured import STRUCTURED_KINDS, SchemaError, ask_for_schema, load_output_schema
 
 
 class YamlJob:
@@ -42,6 +43,7 @@ class YamlJob:
         self._templates_broken = False
         # Inputs the kind cannot take, reported once up front instead of on every row.
         self._takes_image = self._takes_system = True
+        self.output_schema: dict[str, Any] | None = None  # loaded by the up-front check
 
     def source(self) -> JobSource:
         file = str(self.data) if self.data else str(self.manifest)
@@ -59,6 +61,8 @@ class YamlJob:
             model=self.spec.model,
             budget_usd=self.spec.budget_usd,
             provider=self.spec.provider,
+            output_schema=self.output_schema,
+            max_reasks=self.spec.max_reasks,
             problems=problems,
             rows_readable=readable,
             empty=empty,
@@ -119,6 +123,8 @@ class YamlJob:
         self._needed = {column for _, column in used}
         if self.spec.via == CONVERTER and self.spec.kind not in FAMILY_OF_KIND:
             problems.append(self._problem(no_converter(self.spec.kind), "via"))
+        if self.spec.output_schema is not None:
+            problems += self._output_schema_problems()
         if self.spec.kind not in CHAT_KINDS:
             if self.spec.image is not None:
                 message = f"kind {self.spec.kind} takes no image input; use generate_content to edit images"
@@ -152,6 +158,23 @@ class YamlJob:
                         )
         return problems
 
+    def _output_schema_problems(self) -> list[Problem]:
+        spec = self.spec
+        if spec.kind not in STRUCTURED_KINDS:
+            message = f"kind {spec.kind} has no structured output; use one of {', '.join(STRUCTURED_KINDS)}"
+            return [self._problem(message, "output_schema")]
+        if spec.kind == "responses" and spec.via == CONVERTER:
+            message = (
+                "the responses converter does not support structured output formats; "
+                "call a chat-completions model natively, or use kind chat through the converter"
+            )
+            return [self._problem(message, "output_schema")]
+        try:
+            self.output_schema = load_output_schema(spec.output_schema, self.manifest.parent)
+        except SchemaError as error:
+            return [self._problem(str(error), "output_schema")]
+        return []
+
     # --- rows -------------------------------------------------------------------------------
 
     def _rows(self) -> Iterator[Row]:
@@ -181,6 +204,8 @@ class YamlJob:
         text = render(spec.prompt, row.values) if spec.prompt is not None else None
         system = render(spec.system, row.values) if spec.system is not None and self._takes_system else None
         earlier += place_inputs(spec.kind, request, text, system, images)
+        if self.output_schema is not None:
+            ask_for_schema(spec.kind, request, self.output_schema)
         return finish_item(
             job=spec.name,
             kind=spec.kind,

@@ -23,6 +23,7 @@ from relaybatch.engine import (
     AdaptiveTokenBucket,
     CheckpointStore,
     EngineSettings,
+    OutputCheck,
     ProgressReporter,
     RunSummary,
     execute,
@@ -97,6 +98,12 @@ def stored_settings(
     return {
         **budget_settings(budgets, shard.count if shard else 1),
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
+        # Structured jobs: the schema every answer is checked against, and how often it is re-asked.
+        "outputs": {
+            job.name: {"schema": job.output_schema, "max_reasks": job.max_reasks}
+            for job in manifest.jobs
+            if job.output_schema is not None
+        },
         "concurrency": overrides.concurrency or manifest.settings.concurrency,
         "rate_limit_rpm": overrides.rate_limit_rpm or manifest.settings.rate_limit_rpm,
         "uncertain_policy": manifest.settings.uncertain,
@@ -337,6 +344,7 @@ def engine_settings(saved: dict[str, Any], cancel_remote_on_stop: bool = False) 
         concurrency=int(saved.get("concurrency", EngineSettings.concurrency)),
         uncertain_policy=saved.get("uncertain_policy", "report"),
         cancel_remote_on_stop=cancel_remote_on_stop,
+        outputs={job: OutputCheck.from_saved(output) for job, output in (saved.get("outputs") or {}).items()},
     )
 
 

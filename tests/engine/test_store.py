@@ -197,7 +197,7 @@ def test_an_illegal_move_raises_and_leaves_the_whole_group_unwritten(store: Chec
         (["sending", "failed", "pending", "sending", "pending"], True),
         (["sending", "submitted", "sending"], False),  # paid remote work is never created again
         (["sending", "submitted", "superseded"], False),  # nor abandoned while it runs
-        (["sending", "sending"], False),
+        (["sending", "sending", "done"], True),  # a structured answer re-asked (engine/reasks.py)
         (["superseded", "sending"], False),
         (["sending", "done", "failed"], False),
     ],

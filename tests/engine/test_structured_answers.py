@@ -1,0 +1,133 @@
+"""Structured jobs end to end: answers checked against the schema, invalid ones re-asked (each a
+wasted ledger row), the still-invalid failed invalid_output with their raw answer kept."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from engine_fakes import ClientFactory
+from starlette.applications import Starlette
+
+from relaybatch.emulator import EmulatorState
+from relaybatch.emulator.config import FaultRule, FaultsConfig
+from relaybatch.engine import CheckpointStore
+from relaybatch.run import open_run, plan_run
+
+LABEL = {
+    "type": "object",
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "sarcastic": {"type": "boolean"},
+    },
+    "required": ["sentiment", "confidence", "sarcastic"],
+}
+MODELS = {
+    "chat": "relay-chat-small",
+    "responses": "relay-chat-small",
+    "messages": "relay-claude-haiku",
+    "generate_content": "relay-gemini-flash",
+}
+
+
+def manifest(folder: Path, kind: str, rows: int, **job: Any) -> Path:
+    path = folder / "labels.yaml"
+    items = [{"id": f"r{number}", "text": f"review number {number}"} for number in range(rows)]
+    document = {
+        "jobs": [
+            {
+                "name": "labels",
+                "kind": kind,
+                "model": MODELS[kind],
+                "prompt": "Label this review: {text}",
+                "request": {"max_tokens": 200} if kind == "messages" else {},
+                "output_schema": LABEL,
+                "items": items,
+                **job,
+            }
+        ]
+    }
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+async def run(path: Path, runs: Path, make_client: ClientFactory) -> CheckpointStore:
+    planned = plan_run(path, runs)
+    async with open_run(planned.paths, client=make_client()) as opened:
+        await opened.execute()
+    return CheckpointStore(planned.paths.checkpoint)
+
+
+def ledger(runs: Path) -> list[dict[str, Any]]:
+    return pq.read_table(runs / "labels" / "ledger.parquet").to_pylist()
+
+
+@pytest.mark.parametrize("kind", list(MODELS))
+async def test_each_family_answers_fit_the_schema(
+    kind: str, tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    store = await run(manifest(tmp_path, kind, 3), tmp_path / "runs", make_client)
+    with store:
+        rows = list(store.iter_items())
+
+    assert [row["state"] for row in rows] == ["done"] * 3
+    for row in rows:
+        assert set(row["result"]["structured"]) == {"sentiment", "confidence", "sarcastic"}
+
+
+async def test_invalid_answers_are_reasked_and_their_cost_is_wasted(
+    tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    emulator: EmulatorState = fast_app.state.emulator
+    emulator.faults.replace(FaultsConfig(seed=3, rules=[FaultRule(fault="invalid_json", rate=0.3)]))
+
+    store = await run(manifest(tmp_path, "chat", 40), tmp_path / "runs", make_client)
+    with store:
+        states = [row["state"] for row in store.iter_items()]
+    rows = ledger(tmp_path / "runs")
+
+    broken = [charge for charge in emulator.ledger if charge.usage.get("fault") == "invalid_json"]
+    assert broken and len(rows) == len(emulator.ledger) == 40 + len(broken)
+    wasted = sum((row["usd"] for row in rows if row["wasted"]), Decimal(0))
+    assert wasted == sum((charge.usd for charge in broken), Decimal(0))
+    assert sum(row["wasted"] for row in rows) == len(broken)
+    assert states.count("done") >= 38
+
+
+async def test_an_answer_still_invalid_fails_invalid_output_with_its_raw_text(
+    tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    emulator: EmulatorState = fast_app.state.emulator
+    emulator.faults.replace(FaultsConfig(rules=[FaultRule(fault="invalid_json", rate=1.0)]))
+
+    store = await run(manifest(tmp_path, "generate_content", 1, max_reasks=1), tmp_path / "runs", make_client)
+    with store:
+        [row] = list(store.iter_items())
+
+    assert row["state"] == "failed"
+    assert row["last_error"].startswith("invalid_output: not JSON")
+    assert row["attempts"] == 2  # the first ask and one re-ask
+    assert row["result"]["output_text"].startswith("Sure! Here is the JSON")
+    assert [charge["wasted"] for charge in ledger(tmp_path / "runs")] == [True, True]
+    assert Decimal(row["cost_usd"]) == sum(charge.usd for charge in emulator.ledger)
+
+
+async def test_one_invalid_answer_is_one_wasted_row_then_a_useful_one(
+    tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    emulator: EmulatorState = fast_app.state.emulator
+    rule = FaultRule(fault="invalid_json", at=[1], paths=["/v1/messages"])
+    emulator.faults.replace(FaultsConfig(rules=[rule]))
+
+    store = await run(manifest(tmp_path, "messages", 1), tmp_path / "runs", make_client)
+    with store:
+        [row] = list(store.iter_items())
+
+    assert row["state"] == "done" and row["attempts"] == 2
+    assert [charge["call"] for charge in ledger(tmp_path / "runs")] == ["attempt-1", "attempt-2"]
+    assert [charge["wasted"] for charge in ledger(tmp_path / "runs")] == [True, False]
