@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pydantic import BaseModel
 
 from relaybatch.structured import (
     SchemaError,
+    answer_fields,
+    arrow_type,
     ask_for_schema,
     check_answer,
     gemini_schema,
@@ -99,3 +102,18 @@ def test_checks_read_each_family_and_name_the_error() -> None:
     assert chat.error is not None and "at label" in chat.error and chat.raw == '{"label": "c"}'
     assert messages.valid and messages.document == {"label": "a", "score": 0.5}
     assert text.error is not None and text.error.startswith("not JSON")
+
+
+def test_schema_types_become_arrow_types() -> None:
+    schema = load_output_schema("tests.test_structured:Outer", Path("."))
+    fields = {field.name: field.type for field in answer_fields(schema)}
+
+    assert fields == {
+        "answer_inner": pa.struct([("name", pa.string())]),
+        "answer_tags": pa.list_(pa.string()),
+        "answer_json": pa.string(),
+    }
+    assert arrow_type({"type": "integer"}) == pa.int64()
+    assert arrow_type({"anyOf": [{"type": "number"}, {"type": "null"}]}) == pa.float64()
+    assert arrow_type({"type": "string", "enum": ["a"]}) == pa.dictionary(pa.int32(), pa.string())
+    assert arrow_type({"anyOf": [{"type": "number"}, {"type": "string"}]}) == pa.string()

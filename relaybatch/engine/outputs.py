@@ -41,6 +41,7 @@ from relaybatch.engine.store import CheckpointStore
 from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas
+from relaybatch.structured import answer_fields, answer_row
 
 arrow_without_pandas()  # the exports hand pyarrow lists, never pandas objects
 
@@ -92,6 +93,8 @@ class _Layout:
     carried: dict[str, pa.DataType]
     columns: list[Column]
     questions: dict[str, str]
+    # A structured job's output schema: its typed answer columns (relaybatch.structured.columns).
+    output_schema: dict[str, Any] | None = None
 
     @property
     def schema(self) -> pa.Schema:
@@ -99,6 +102,8 @@ class _Layout:
         fields += [pa.field(column.name, column.type) for column in self.columns]
         for name, question_type in self.questions.items():
             fields += answer_columns(name, question_type)
+        if self.output_schema is not None:
+            fields += answer_fields(self.output_schema)
         return pa.schema(fields)
 
 
@@ -113,7 +118,9 @@ def _layout(store: CheckpointStore, job: str) -> _Layout:
             questions.update(_question_types(request))
         groups.add(READER if kind == "web_search" and request and request.get("route") == "reader" else kind)
     carried = {name: _carry_type(kinds) for name, kinds in carry_kinds.items()}
-    return _Layout(carried, columns_for(groups), questions)
+    output = (store.run_settings().get("outputs") or {}).get(job)
+    schema = output.get("schema") if isinstance(output, dict) else None
+    return _Layout(carried, columns_for(groups), questions, schema if isinstance(schema, dict) else None)
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -168,6 +175,8 @@ class _Batch:
             answers = {}
         for name, question_type in self.questions:
             row += answer_values(answers.get(name), question_type)
+        if self.layout.output_schema is not None:
+            row += answer_row(self.layout.output_schema, item["kind"], result)
         for column_values, value in zip(self.values, row, strict=True):
             column_values.append(value)
         self.rows += 1

@@ -1,6 +1,7 @@
 """Structured answers: a job's output schema, each family's request for it, checking and re-asking,
 and the typed columns a valid answer fills (docs/manifests.md, "Structured answers")."""
 
+from relaybatch.structured.columns import RAW_COLUMN, answer_fields, answer_row, arrow_type
 from relaybatch.structured.requests import STRUCTURED_KINDS, answer_text, ask_for_schema, reask_request
 from relaybatch.structured.schema import (
     ANSWER_NAME,
@@ -15,10 +16,14 @@ from relaybatch.structured.validation import INVALID_OUTPUT, Checked, check_answ
 __all__ = [
     "ANSWER_NAME",
     "INVALID_OUTPUT",
+    "RAW_COLUMN",
     "STRUCTURED_KINDS",
     "Checked",
     "SchemaError",
+    "answer_fields",
+    "answer_row",
     "answer_text",
+    "arrow_type",
     "ask_for_schema",
     "check_answer",
     "check_schema",

@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from engine_fakes import ClientFactory
@@ -16,7 +17,8 @@ from starlette.applications import Starlette
 from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.config import FaultRule, FaultsConfig
 from relaybatch.engine import CheckpointStore
-from relaybatch.run import open_run, plan_run
+from relaybatch.run import export_run_results, open_run, plan_run
+from relaybatch.run.paths import run_paths
 
 LABEL = {
     "type": "object",
@@ -131,3 +133,20 @@ async def test_one_invalid_answer_is_one_wasted_row_then_a_useful_one(
     assert row["state"] == "done" and row["attempts"] == 2
     assert [charge["call"] for charge in ledger(tmp_path / "runs")] == ["attempt-1", "attempt-2"]
     assert [charge["wasted"] for charge in ledger(tmp_path / "runs")] == [True, False]
+
+
+async def test_answers_are_typed_columns_beside_the_raw_json(
+    tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    store = await run(manifest(tmp_path, "responses", 6), tmp_path / "runs", make_client)
+    store.close()
+    [path] = export_run_results(run_paths(tmp_path / "runs", "labels"))
+    table = pq.read_table(path)
+
+    assert table.schema.field("answer_sentiment").type == pa.dictionary(pa.int32(), pa.string())
+    assert table.schema.field("answer_confidence").type == pa.float64()
+    assert table.schema.field("answer_sarcastic").type == pa.bool_()
+    assert table.schema.field("answer_json").type == pa.string()
+    rows = table.to_pylist()
+    assert {row["answer_sentiment"] for row in rows} <= {"positive", "negative", "neutral"}
+    assert all(json.loads(row["answer_json"])["confidence"] == row["answer_confidence"] for row in rows)
