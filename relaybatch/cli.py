@@ -276,6 +276,8 @@ def _run(
         planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
         if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
             typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
+        for line in planned.reused.lines() if planned.reused else []:
+            typer.echo(f"relaybatch run: {line}", err=True)
         if retry is not None:  # after the plan, under its lock: nothing runs in between
             from relaybatch.run.retry import retry_failed
 

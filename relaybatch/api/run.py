@@ -201,6 +201,8 @@ class Run:
 
     def _plan(self, hold: contextlib.ExitStack, retry: bool | Sequence[str]) -> PlannedRun:
         planned = plan_run(self.manifest, self.settings.runs_dir, None, self.overrides, hold=hold, say=_say)
+        for line in planned.reused.lines() if planned.reused else []:
+            _say(line)
         if retry is not False:
             reasons = () if retry is True else tuple(retry)
             for line in retry_failed(planned.paths, reasons).lines():

@@ -46,6 +46,9 @@ arrow_without_pandas()
 
 MONEY = pa.decimal128(38, 18)
 CHARGED, RESERVED, UNKNOWN, NOT_CHARGED = "charged", "reserved", "unknown", "not charged"
+# A done answer taken from another run instead of sending (run/reuse.py): 0 USD here; its ``call``
+# names the run and the call of the original charge ("reused:<run>:<call>").
+REUSED = "reused"
 OUTCOME_UNKNOWN = "outcome unknown"
 EXPORT_BATCH_ROWS = 10_000  # rows per row group of the ledger Parquet
 CONVERT_ROWS = 1_000  # rows read and converted at a time
@@ -493,6 +496,19 @@ class CostStore:
             if cursor.rowcount:
                 self._changed()
         return cursor.rowcount > 0
+
+    def charged_calls(self, item_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """For each of ``item_keys`` with a charge here (charged, or itself reused), the last such
+        charge's call, model, provider and remote id: what a run reusing the answer refers to."""
+        sql = (
+            "select item_key, call, model, provider, remote_id from charges "
+            "where item_key in (select value from json_each(?)) and outcome in (?, ?) order by charged_at"
+        )
+        rows = self.db.conn.execute(sql, [json.dumps(list(item_keys)), CHARGED, REUSED])
+        return {
+            key: {"call": str(call), "model": model, "provider": provider, "remote_id": remote_id}
+            for key, call, model, provider, remote_id in rows
+        }
 
     def records(self) -> Iterator[dict[str, Any]]:
         cursor = self.db.conn.execute("select * from charges order by charged_at, id")

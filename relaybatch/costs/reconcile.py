@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from relaybatch.costs.ledger import NOT_CHARGED
+from relaybatch.costs.ledger import NOT_CHARGED, REUSED
 
 CENT = Decimal("0.01")
 WEB_SEARCH_LABEL = "web search"
@@ -73,7 +73,9 @@ def reconcile(
 
     # A call resolved as never charged has its row (the audit trail) but no charge to match.
     ours = [
-        ledger_charge(row) for row in rows if row["usd"] is not None and row.get("outcome") != NOT_CHARGED
+        ledger_charge(row)
+        for row in rows
+        if row["usd"] is not None and row.get("outcome") not in (NOT_CHARGED, REUSED)
     ]
     theirs = [gateway_charge(entry) for entry in charges]
     ours_calls, theirs_calls = Counter(map(key, ours)), Counter(map(key, theirs))

@@ -230,6 +230,8 @@ RUN_COLUMNS = [
     Column("cost_usd", COST_TYPE, _cost, False),
     # Timestamps are read as text and cast to TIMESTAMP_TYPE per batch (outputs.py).
     Column("finished_at", TIMESTAMP_TYPE, lambda item, result: item.get("finished_at"), False),
+    # "<run>:<item id>" of the run whose done answer this item took instead of sending (run/reuse.py).
+    Column("reused_from", pa.string(), _result_key("reused_from")),
 ]
 
 _TEXT = {"model", "output_text", "tool_calls", "finish_reason", "input_tokens", "output_tokens", "usage"}

@@ -1,6 +1,8 @@
 """The item state machine (DESIGN.md): states, and which moves between them are allowed.
 
     pending -> sending -> done | failed | submitted | uncertain | pending (retryable, not billed)
+    pending -> done                                         (reused: another run's done answer to
+                                                             the same request key, ``run.reuse``)
     submitted -> polling | done | failed | cancelled        (async kinds: V2 video, V1 tasks)
     polling -> done | failed | cancelled
     uncertain -> pending                                    (only when the run's policy resends)
@@ -44,7 +46,7 @@ SUPERSEDABLE_STATES = frozenset({PENDING, FAILED, UNCERTAIN, CANCELLED, DONE})
 SETTLED_STATES = frozenset({DONE, SENDING, SUBMITTED, POLLING, UNCERTAIN})
 
 ALLOWED: dict[str, frozenset[str]] = {
-    PENDING: frozenset({SENDING, SUPERSEDED}),
+    PENDING: frozenset({SENDING, SUPERSEDED, DONE}),
     SENDING: frozenset({SENDING, DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
     SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -33,6 +33,11 @@ class RunSettings(BaseModel):
     )
     uncertain: UncertainPolicy = Field(
         default="report", description="items sent with no answer recorded: report them, or resend"
+    )
+    reuse: Literal["all"] | list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]] | None = Field(
+        default=None,
+        description="take other runs' done answers to the same requests instead of sending: "
+        "all (every run under the runs folder) or a list of run names",
     )
 
     _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)

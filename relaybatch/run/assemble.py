@@ -38,6 +38,7 @@ from relaybatch.manifests.images import noting_image_reads
 from relaybatch.run import fingerprint, identity
 from relaybatch.run.locking import executing
 from relaybatch.run.paths import RunPaths, run_paths
+from relaybatch.run.reuse import Reused, reuse_answers
 from relaybatch.run.sharding import Shard
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class PlannedRun:
     # How much was planned: "whole", "appended" (only rows appended since the last plan) or
     # "unchanged" (nothing: no input changed). relaybatch/run/fingerprint.py decides.
     planned: str = "whole"
+    # Pending items that took another run's done answer (``run.reuse``, run/reuse.py).
+    reused: Reused | None = None
 
 
 @dataclass(frozen=True)
@@ -222,9 +225,18 @@ def plan_run(
                     decision = decision.whole(f"{moved} changed while it was read")
                     validation = _validated(manifest, decision, paths, seen_in, check, images)
                     counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
+        # Still under the plan's lock: nothing is sent between the plan and the reuse.
+        reused = reuse_answers(paths, manifest.settings.reuse) if manifest.settings.reuse else None
     label = f"{name} shard {shard}" if shard else name
     return PlannedRun(
-        paths, label, counts.added, counts.superseded, counts.restored, name, planned=decision.status
+        paths,
+        label,
+        counts.added,
+        counts.superseded,
+        counts.restored,
+        name,
+        planned=decision.status,
+        reused=reused,
     )
 
 

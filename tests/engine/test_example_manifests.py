@@ -14,7 +14,8 @@ from relaybatch.engine import CheckpointStore, execute, export_results
 from relaybatch.manifests import Kind, load_items
 
 # Null in these runs by what the emulator sends or by the run, not by construction.
-MAY_BE_EMPTY = {"cost_usd", "error", "cached_tokens", "reasoning_tokens"}
+# reused_from: only items that took another run's answer (run.reuse) have one.
+MAY_BE_EMPTY = {"cost_usd", "error", "cached_tokens", "reasoning_tokens", "reused_from"}
 MANIFESTS = sorted((Path(__file__).resolve().parents[2] / "configs" / "manifests").glob("*.*"))
 
 

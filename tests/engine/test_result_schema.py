@@ -43,6 +43,7 @@ TAIL = [
     ("error", TEXT),
     ("cost_usd", pa.decimal128(38, 18)),
     ("finished_at", MOMENT),
+    ("reused_from", TEXT),
 ]
 TEXT_ANSWER = [("model", TEXT), ("output_text", TEXT), ("tool_calls", TOOL_CALLS), ("finish_reason", TEXT)]
 
@@ -174,6 +175,7 @@ JUDGMENT_ANSWERS = [
 # guard, no error on success, counters the emulator leaves out (a real gateway may send them).
 NULL_BY_DATA = {
     "cost_usd",
+    "reused_from",
     "error",
     "cached_tokens:messages",
     "cached_tokens:generate_content",

@@ -42,6 +42,18 @@ class Reads(StoreBase):
         )
         return {row[0] for row in self.db.execute(sql, [json.dumps(list(keys))])}
 
+    def done_answers(self, keys: Sequence[str]) -> dict[str, tuple[str, dict[str, Any] | None, str | None]]:
+        """Those of ``keys`` done here, each with its item id, answer and remote id: what another
+        run may reuse instead of sending the same request (run/reuse.py)."""
+        sql = (
+            "select key, item_id, result, remote_id from items "
+            "where key in (select value from json_each(?)) and state = ?"
+        )
+        return {
+            key: (item_id, decoded({"result": result})["result"], remote_id)
+            for key, item_id, result, remote_id in self.db.execute(sql, [json.dumps(list(keys)), DONE])
+        }
+
     def keys_in_state(self, *states: str) -> list[str]:
         marks = ",".join("?" for _ in states)
         sql = f"select key from items where state in ({marks}) order by rowid"
