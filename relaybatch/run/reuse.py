@@ -145,7 +145,8 @@ class _Ledger:
         charges: dict[str, dict[str, Any]],
         source: str,
     ) -> None:
-        from relaybatch.costs import CallCost, CostStore, UsageCounts
+        from relaybatch.cost_model import CallCost, UsageCounts
+        from relaybatch.costs import CostStore
         from relaybatch.costs.ledger import REUSED, build_row
 
         if self.costs is None:
