@@ -309,19 +309,22 @@ def _finished_run(tmp_path: Path, rows: int = 3) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_export_is_refused_while_another_process_executes_the_run_and_works_after(tmp_path: Path) -> None:
+def test_export_beside_another_process_executing_the_run_writes_a_snapshot_and_works_after(
+    tmp_path: Path,
+) -> None:
     runs, _ = _finished_run(tmp_path)
     results = runs / "many" / "results" / "many.parquet"
     results.unlink()
     emulator = _slow_emulator(tmp_path, 0)
     holder = HelperHolder(runs / "many")  # what a `relaybatch run` (or merge) of it holds
     try:
-        refused = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
-        assert refused.returncode == 1, refused.stdout
-        assert f"executing run 'held': pid {holder.process.pid}" in refused.stderr
-        assert "It writes the results itself when its execution ends" in refused.stderr
-        assert "Traceback" not in refused.stderr
-        assert not results.exists()  # nothing written beside the execution
+        beside = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert beside.returncode == 0, beside.stderr
+        assert f"executing run 'held': pid {holder.process.pid}" in beside.stderr
+        assert "exporting a snapshot beside it" in beside.stderr
+        assert "Traceback" not in beside.stderr
+        assert f"results: {runs / 'many' / 'snapshot' / 'results' / 'many.parquet'}" in beside.stdout
+        assert not results.exists()  # the execution's own files are left to it
     finally:
         holder.kill()
     exported = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
