@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -51,6 +51,7 @@ class KindTotals:
 
     total: int
     finished_before: int = 0
+    before: Mapping[str, int] = field(default_factory=dict)  # finished_before per final state
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,15 @@ class Snapshot:
     def kind_names(self) -> list[str]:
         return sorted(set(self.kinds) | {name.split(":", 1)[0] for name in self.finished})
 
-    def done_of(self, kind: str) -> int:
-        """Items of ``kind`` in a terminal state, this execution and earlier ones."""
+    def ended_of(self, kind: str) -> int:
+        """Items of ``kind`` in a terminal state (done or not), this execution and earlier ones."""
         before = self.kinds[kind].finished_before if kind in self.kinds else 0
         return before + self.finished_of(kind, DONE, FAILED, CANCELLED, UNCERTAIN)
+
+    def state_of(self, kind: str, state: str) -> int:
+        """Items of ``kind`` that ended in ``state``, this execution and earlier ones."""
+        before = self.kinds[kind].before.get(state, 0) if kind in self.kinds else 0
+        return before + self.finished_of(kind, state)
 
     def total_of(self, kind: str) -> int | None:
         return self.kinds[kind].total if kind in self.kinds else None
@@ -108,7 +114,8 @@ def kind_totals(store: CheckpointStore) -> dict[str, KindTotals]:
         # Superseded items are no longer the manifest's: not part of what this run has to do.
         live = {state: n for state, n in counts.items() if state in ALL_STATES and state != SUPERSEDED}
         finished = sum(count for state, count in live.items() if state in TERMINAL_STATES)
-        totals[kind] = KindTotals(sum(live.values()), finished)
+        ended = {state: count for state, count in live.items() if state in TERMINAL_STATES}
+        totals[kind] = KindTotals(sum(live.values()), finished, ended)
     return totals
 
 
@@ -137,7 +144,7 @@ class Rates:
         self.samples: deque[tuple[float, dict[str, int]]] = deque()
 
     def add(self, snapshot: Snapshot) -> None:
-        counts = {kind: snapshot.done_of(kind) for kind in snapshot.kind_names()}
+        counts = {kind: snapshot.ended_of(kind) for kind in snapshot.kind_names()}
         self.samples.append((snapshot.elapsed, counts))
         while len(self.samples) > 2 and self.samples[1][0] <= snapshot.elapsed - self.window:
             self.samples.popleft()
@@ -147,11 +154,11 @@ class Rates:
             return 0.0
         since, counts = self.samples[0]
         if since >= snapshot.elapsed:  # one sample: the execution's own start is the baseline
-            since, before = 0.0, snapshot.done_of(kind) - snapshot.finished_of(kind, *_FINISHED)
+            since, before = 0.0, snapshot.ended_of(kind) - snapshot.finished_of(kind, *_FINISHED)
         else:
             before = counts.get(kind, 0)
         seconds = snapshot.elapsed - since
-        return max(0, snapshot.done_of(kind) - before) / seconds if seconds > 0 else 0.0
+        return max(0, snapshot.ended_of(kind) - before) / seconds if seconds > 0 else 0.0
 
 
 _FINISHED = (DONE, FAILED, CANCELLED, UNCERTAIN)
@@ -160,9 +167,9 @@ _FINISHED = (DONE, FAILED, CANCELLED, UNCERTAIN)
 @dataclass(frozen=True)
 class KindLine:
     kind: str
-    done: int
+    finished: int  # in a final state: done, failed, uncertain or cancelled
     total: int | None
-    failed: int
+    done: int
     rate: float
     eta: float | None  # None: unknown (nothing of this kind finished yet); 0: nothing left
 
@@ -170,7 +177,11 @@ class KindLine:
     def percent(self) -> float | None:
         if not self.total:
             return None
-        return 100.0 * self.done / self.total
+        return 100.0 * self.finished / self.total
+
+    @property
+    def not_done(self) -> int:
+        return self.finished - self.done
 
 
 @dataclass(frozen=True)
@@ -178,7 +189,7 @@ class Figures:
     """Everything shown, computed once for both the live table and the log line."""
 
     kinds: list[KindLine]
-    done: int
+    finished: int
     total: int | None
     rate: float
     eta: float | None
@@ -186,17 +197,21 @@ class Figures:
 
     @property
     def percent(self) -> float | None:
-        return 100.0 * self.done / self.total if self.total else None
+        return 100.0 * self.finished / self.total if self.total else None
+
+    @property
+    def done(self) -> int:
+        return sum(line.done for line in self.kinds)
 
 
 def figures(snapshot: Snapshot, rates: Rates) -> Figures:
     lines = []
     for kind in snapshot.kind_names():
-        done, total = snapshot.done_of(kind), snapshot.total_of(kind)
+        finished, total = snapshot.ended_of(kind), snapshot.total_of(kind)
         rate = rates.per_second(kind, snapshot)
-        left = None if total is None else max(0, total - done)
+        left = None if total is None else max(0, total - finished)
         eta = 0.0 if left == 0 else (left / rate if left is not None and rate > 0 else None)
-        lines.append(KindLine(kind, done, total, snapshot.finished_of(kind, FAILED), rate, eta))
+        lines.append(KindLine(kind, finished, total, snapshot.state_of(kind, DONE), rate, eta))
     totals = [line.total for line in lines]
     total = sum(t for t in totals if t is not None) if lines and None not in totals else None
     etas = [line.eta for line in lines]
@@ -204,7 +219,7 @@ def figures(snapshot: Snapshot, rates: Rates) -> Figures:
     if total is None and snapshot.remaining is not None:
         eta = snapshot.eta_seconds
     return Figures(
-        lines, sum(line.done for line in lines), total, sum(line.rate for line in lines), eta, snapshot
+        lines, sum(line.finished for line in lines), total, sum(line.rate for line in lines), eta, snapshot
     )
 
 
@@ -270,9 +285,21 @@ def eta_text(shown: Figures) -> str:
     return f"ETA ? (no {', '.join(waiting)} finished yet)" if waiting else "ETA ?"
 
 
+def outcome_text(shown: Figures) -> str:
+    """Finished is not done: when some finished items are not done, what they are."""
+    if shown.finished == shown.done:
+        return ""
+    parts = [f"{shown.done} done"]
+    for state in (FAILED, UNCERTAIN, CANCELLED):
+        count = sum(shown.snapshot.state_of(line.kind, state) for line in shown.kinds)
+        if count:
+            parts.append(f"{count} {state}")
+    return ": " + ", ".join(parts)
+
+
 def headline(shown: Figures) -> str:
     return (
-        f"total {_of(shown.done, shown.total)} ({_percent(shown.percent)}) · "
+        f"finished {_of(shown.finished, shown.total)} ({_percent(shown.percent)}){outcome_text(shown)} · "
         f"elapsed {clock(shown.snapshot.elapsed)} · {shown.rate:.1f} items/s · {eta_text(shown)}"
     )
 
@@ -280,7 +307,9 @@ def headline(shown: Figures) -> str:
 def log_line(shown: Figures) -> str:
     """The whole picture in one line, for logs: no wrapping, no colour, greppable."""
     kinds = " · ".join(
-        f"{line.kind} {_of(line.done, line.total)} {_percent(line.percent)}" for line in shown.kinds
+        f"{line.kind} {_of(line.finished, line.total)} {_percent(line.percent)}"
+        + (f" ({line.not_done} not done)" if line.not_done else "")
+        for line in shown.kinds
     )
     parts = [headline(shown), kinds, activity_text(shown.snapshot), money_text(shown.snapshot)]
     return " · ".join(part for part in parts if part)
@@ -290,24 +319,26 @@ def render_figures(shown: Figures) -> Group:
     table = Table(box=box.SIMPLE_HEAD, title="relaybatch run", title_justify="left", pad_edge=False)
     table.add_column("kind", no_wrap=True)
     table.add_column("progress", min_width=10, ratio=1)
-    for header in ("done/total", "%", "failed", "per s", "ETA"):
+    for header in ("finished/total", "%", "not done", "per s", "ETA"):
         table.add_column(header, justify="right", no_wrap=True)
     for line in shown.kinds:
-        bar = ProgressBar(total=float(line.total or 1), completed=float(line.done if line.total else 0))
+        bar = ProgressBar(total=float(line.total or 1), completed=float(line.finished if line.total else 0))
         table.add_row(
             line.kind,
             bar,
-            _of(line.done, line.total),
+            _of(line.finished, line.total),
             _percent(line.percent),
-            str(line.failed),
+            str(line.not_done),
             f"{line.rate:.1f}",
             clock(line.eta),
         )
     if len(shown.kinds) > 1:
         table.add_section()
-        total = ProgressBar(total=float(shown.total or 1), completed=float(shown.done if shown.total else 0))
+        completed = float(shown.finished if shown.total else 0)
+        bar = ProgressBar(total=float(shown.total or 1), completed=completed)
+        finished, not_done = _of(shown.finished, shown.total), str(shown.finished - shown.done)
         rate, eta = f"{shown.rate:.1f}", clock(shown.eta)
-        table.add_row("total", total, _of(shown.done, shown.total), _percent(shown.percent), "", rate, eta)
+        table.add_row("total", bar, finished, _percent(shown.percent), not_done, rate, eta)
     parts: list[Table | Text] = [table, Text(headline(shown)), Text(activity_text(shown.snapshot))]
     parts.append(Text(money_text(shown.snapshot)))
     if shown.snapshot.stopped:

@@ -377,7 +377,10 @@ class OpenRun:
     guard: Any
 
     async def execute(
-        self, stop: asyncio.Event | None = None, progress: ProgressReporter | None = None
+        self,
+        stop: asyncio.Event | None = None,
+        progress: ProgressReporter | None = None,
+        hook: Callable[[str, str], None] | None = None,
     ) -> RunSummary:
         return await execute(
             self.store,
@@ -386,6 +389,7 @@ class OpenRun:
             limiter=self.bucket,
             spend=self.guard,
             stop=stop,
+            hook=hook,
             progress=progress,
         )
 

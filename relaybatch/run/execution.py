@@ -68,6 +68,17 @@ class RunOutcome:
     sent: int = 0  # requests this execution sent (billed creates; polls not counted)
 
 
+class _SendCount:
+    """Billed requests this execution sent (the engine's ``sending_committed`` hook point)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def hook(self, point: str, key: str) -> None:
+        if point == "sending_committed":
+            self.count += 1
+
+
 def current_limit_rpm(checkpoint: Path) -> float | None:
     """The requests-per-minute limit the execution of this checkpoint running in this process uses
     now (None: not running here, or no limit known yet)."""
@@ -112,7 +123,8 @@ async def execute_run(
                     if telemetry is not None:  # spans around each billed request, gauges from progress
                         run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
                         progress = telemetry.watch_progress(progress)
-                    work = asyncio.ensure_future(run.execute(stop=stop, progress=progress))
+                    sends = _SendCount()  # a stop at once has no summary: the count survives it
+                    work = asyncio.ensure_future(run.execute(stop=stop, progress=progress, hook=sends.hook))
                     with stop_on_signals(
                         stop, work, grace=settings.stop_grace_seconds, relay=relay
                     ) as signalled:
@@ -125,9 +137,8 @@ async def execute_run(
                                 # Recorded, so `status` says so rather than "its process died".
                                 stopped = STOPPED_AT_ONCE.format(why=signalled.forced_by)
                                 run.store.record_stop(stopped)
-                                return ExecuteResult(
-                                    run.store.count_by_state(), stopped, None, interrupted=signalled.signal
-                                )
+                                counts = run.store.count_by_state()
+                                return ExecuteResult(counts, stopped, None, sends.count, signalled.signal)
                             # Cancelled from outside: stop submitting, let the requests in flight
                             # finish and be checkpointed (bounded), then let the cancellation go on.
                             stop.set()

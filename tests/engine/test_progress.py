@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import threading
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,10 @@ SNAPSHOT = Snapshot(
     spent_usd=Decimal("1.23456"),
     stopped=None,
     remaining=200,
-    kinds={"chat": KindTotals(total=200, finished_before=8), "video": KindTotals(total=100)},
+    kinds={
+        "chat": KindTotals(total=200, finished_before=8, before={"done": 8}),
+        "video": KindTotals(total=100),
+    },
     queued=5,
     retries=3,
     rate_limited=4,
@@ -69,12 +73,26 @@ SNAPSHOT = Snapshot(
 def test_the_display_answers_how_far_how_fast_why_and_how_much() -> None:
     text = text_of(SNAPSHOT)
 
-    assert "total 108/300 (36.0%)" in text
+    assert "finished 108/300 (36.0%): 106 done, 2 failed ·" in text
     assert re.search(r"chat\s.*━.*\s100/200\s+50\.0%\s+2\s+9\.2\s+0:00:10", text), text
     assert re.search(r"video\s.*━.*\s8/100\s+8\.0%\s+0\s+0\.8\s+0:01:55", text), text
     assert "elapsed 0:00:10 · 10.0 items/s · ETA 0:01:55" in text
     assert "in flight 12 · queued 5 · polling 30 · 429s 4 · retries 3 · limit 119 rpm (429)" in text
     assert "spent $1.5000 · unknown $0.2500 · reserved $0.2500 · budget $10.0000 (20.0% used)" in text
+
+
+def test_finished_is_not_done_uncertain_items_are_said() -> None:
+    """A kill left 16 videos uncertain: the line said "total 30/30 (100.0%)" as if all were made."""
+    snapshot = replace(
+        SNAPSHOT,
+        finished={"video:done": 4, "video:uncertain": 6},
+        kinds={"video": KindTotals(total=30, finished_before=20, before={"done": 10, "uncertain": 10})},
+    )
+
+    text = text_of(snapshot)
+
+    assert "finished 30/30 (100.0%): 14 done, 16 uncertain ·" in text, text
+    assert re.search(r"video\s.*━.*\s30/30\s+100\.0%\s+16\s", text), text
 
 
 def test_the_eta_waits_for_the_slowest_kind_instead_of_the_fastest() -> None:
@@ -149,12 +167,12 @@ async def test_a_terminal_shows_total_percent_elapsed_rate_429s_limit_and_spend(
         os.close(leader)
 
     text = ANSI.sub("", screen.decode("utf-8", errors="replace"))
-    assert "total 9/9 (100.0%)" in text, text
+    assert "finished 9/9 (100.0%) ·" in text, text
     assert re.search(r"chat\s.*━+\s+8/8\s+100\.0%", text), text
     assert re.search(r"elapsed 0:00:\d\d · \d+\.\d items/s · ETA 0:00:00", text), text
     assert "429s 2 · retries 2 · limit 120 rpm (headers)" in text, text
     assert re.search(r"spent \$0\.\d{4} · unknown \$0\.0000 · reserved \$0\.0000 · budget \$5\.0000", text)
-    assert "spent $0.0000" not in text.split("total 9/9")[-1]  # the calls were priced
+    assert "spent $0.0000" not in text.split("finished 9/9")[-1]  # the calls were priced
     # The limiter's story is kept for the dashboard: run-level events when the limit or 429s changed.
     recorded = [json.loads(event["detail"]) for event in store.iter_events() if event["state"] == "limiter"]
     assert recorded[-1] == {"rpm": pytest.approx(120.0), "source": "headers", "rate_limited": 2}
@@ -179,8 +197,8 @@ async def test_off_a_terminal_a_line_every_few_seconds_and_a_summary(
     periodic = [line for line in lines if " progress: " in line]
     assert len(periodic) >= 3, lines
     assert any("polling 2" in line and "video 0/2" in line for line in periodic), lines
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress: total \d/4 .*", periodic[0])
-    assert lines[-1].split(" ", 1)[1].startswith("run finished: total 4/4 (100.0%) · elapsed ")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ progress: finished \d/4 .*", periodic[0])
+    assert lines[-1].split(" ", 1)[1].startswith("run finished: finished 4/4 (100.0%) · elapsed ")
     for line in lines:
         for figure in ("items/s", "ETA", "in flight", "polling", "429s", "retries", "limit", "spent"):
             assert figure in line, line
@@ -208,7 +226,7 @@ async def test_execute_feeds_the_display_and_finishes_it(
     await execute(store, make_client(), settings=FAST, progress=progress)
 
     text = output.getvalue()
-    assert "chat" in text and "video" in text and "total 3/3 (100.0%)" in text
+    assert "chat" in text and "video" in text and "finished 3/3 (100.0%)" in text
     assert progress.live is None
 
 

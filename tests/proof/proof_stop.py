@@ -160,14 +160,19 @@ def stop_once(
     *,
     signum: int,
     after: int,
+    again_after: float | None = None,
 ) -> Stop:
-    """Start the run, send ``signum`` once the gateway has received ``after`` creates of it."""
+    """Start the run, send ``signum`` once the gateway has received ``after`` creates of it (and
+    a second SIGINT ``again_after`` seconds later: the stop at once)."""
     started = time.monotonic()
     process = start(manifest_path, env)
     try:
         wait_for_creates(served, kind, after, started)
         signalled = time.monotonic()
         process.send_signal(signum)
+        if again_after is not None:
+            time.sleep(again_after)
+            process.send_signal(signal.SIGINT)
         code, output = finish(process)
         exited = time.monotonic()
     finally:

@@ -22,6 +22,7 @@ from proof_stop import (
     finish,
     kill_campaign,
     manifest,
+    phantoms,
     received_items,
     start,
     states,
@@ -70,6 +71,24 @@ def test_a_stop_at_120_rpm_sends_nothing_more_and_the_resume_the_rest(tmp_path: 
 
 def test_a_stop_unlimited_lets_requests_in_flight_finish_and_starts_none(tmp_path: Path) -> None:
     _stop_then_resume(tmp_path, UNLIMITED_KEY, signal.SIGINT, faults=SLOW_CREATES, after=8)
+
+
+def test_a_second_ctrl_c_counts_what_it_sent_and_leaves_no_phantom(tmp_path: Path) -> None:
+    """Stopped at once with slow creates on the wire: those are uncertain (they reached the
+    gateway), the summary counts them as sent (it said 0), and nothing else is maybe billed."""
+    path = manifest(tmp_path, "chat", 24)
+    run_dir = tmp_path / "runs" / "at-the-limit"
+    slower = {"seed": 3, "rules": [{"fault": "latency=5.0", "rate": 1.0, "paths": ["/v1/chat/completions"]}]}
+    with served_emulator(config_with(faults=slower)) as served:
+        env = runner_env(tmp_path, served, UNLIMITED_KEY)
+        stop = stop_once(path, run_dir, served, env, "chat", signum=signal.SIGINT, after=4, again_after=0.3)
+
+        assert stop.exit_code == 130, stop.output[-2000:]
+        assert "stopped at once (a second Ctrl-C)" in stop.output
+        assert stop.late_requests == 0
+        sent = len(creates(served, "chat"))
+        assert f"{sent} requests sent by this execution" in stop.output, stop.output[-1500:]
+        assert phantoms(run_dir, served, "chat") == []
 
 
 @pytest.mark.parametrize(
