@@ -436,14 +436,18 @@ def plan(
     manifest: ManifestArgument,
     base_url: BaseUrlOption = None,
     show_items: Annotated[int, typer.Option("--items", min=0, help="Also list the first N items.")] = 0,
+    runs_dir: RunsDirOption = None,
 ) -> None:
-    """Show the items of a manifest and an estimated cost per job, sending no billed request."""
+    """Show the items of a manifest and an estimated cost per job, sending no billed request; a text
+    job's output length is learnt from earlier runs' answers (under the runs folder) when any."""
     import asyncio
     from decimal import Decimal
 
     from relaybatch.connect import open_client
-    from relaybatch.costs.plan import Plan, make_plan
+    from relaybatch.costs.observed import observed_outputs
+    from relaybatch.costs.plan import Plan, make_plan, output_notes
     from relaybatch.manifests import open_manifest
+    from relaybatch.run.paths import runs_dir_or_default
     from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
@@ -457,8 +461,10 @@ def plan(
             if note:
                 typer.echo(f"note: {note}", err=True)
             validation.raise_if_invalid()  # a model of another family on a native route
-            return await make_plan(checked.iter_items(), client, providers)
+            return await make_plan(checked.iter_items(), client, providers, observed)
 
+    # Earlier runs' answers (every run under the runs folder) say how long this job's answers are.
+    observed = observed_outputs(runs_dir_or_default(runs_dir))
     result = asyncio.run(priced())
     numbers = ("items", "in tokens", "out tokens", "video s", "expected USD", "worst case USD")
     estimates = table("job", "kind", "model", *numbers, "not estimated", whole=numbers)
@@ -481,6 +487,8 @@ def plan(
             job_worst = sum((job.worst_usd for job in result.jobs if job.job == spec.name), Decimal(0))
             verdict = "covers" if job_worst <= spec.budget_usd else "is BELOW"
             console.print(f"job {spec.name} budget: {spec.budget_usd} USD, which {verdict} its worst case")
+    for line in output_notes(result):
+        console.print(f"output: {line}")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if show_items:

@@ -17,7 +17,7 @@ outside imports this face:
 
 from relaybatch.cost_model.budget import RUN_SCOPE, Budget, Budgets, Refusal, whole_of_share
 from relaybatch.cost_model.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
-from relaybatch.cost_model.expected import expected_usage
+from relaybatch.cost_model.expected import EXPECTED_ANSWER_TOKENS, REASONING_UNKNOWN, Expected, expected_usage
 from relaybatch.cost_model.price import COMPONENTS, TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
 from relaybatch.cost_model.pricing import (
     ModelPrices,
@@ -30,18 +30,22 @@ from relaybatch.cost_model.pricing import (
     web_search_prices,
 )
 from relaybatch.cost_model.usage import USAGE_READERS, UsageCounts, UsageError, token_counts
-from relaybatch.cost_model.worst_case import worst_case_usd
+from relaybatch.cost_model.worst_case import TOKEN_KINDS, output_cap, worst_case_usd
 
 __all__ = [
     "COMPONENTS",
+    "EXPECTED_ANSWER_TOKENS",
+    "REASONING_UNKNOWN",
     "ROUTE_PRICED_KINDS",
     "RUN_SCOPE",
     "TIER_THRESHOLD_TOKENS",
+    "TOKEN_KINDS",
     "USAGE_READERS",
     "Budget",
     "Budgets",
     "CallCost",
     "CostComponent",
+    "Expected",
     "ModelPrices",
     "PriceBook",
     "PricingClient",
@@ -53,6 +57,7 @@ __all__ = [
     "expected_usage",
     "fetch_pricing",
     "judgment_prices",
+    "output_cap",
     "parse_pricing",
     "price_call",
     "prices_for",

@@ -10,12 +10,16 @@ Items stream through; memory holds one line per (job, kind, model).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
 from relaybatch.cost_model import (
+    EXPECTED_ANSWER_TOKENS,
+    REASONING_UNKNOWN,
     ROUTE_PRICED_KINDS,
+    TOKEN_KINDS,
+    Expected,
     ModelPrices,
     PriceBook,
     PricingError,
@@ -24,10 +28,12 @@ from relaybatch.cost_model import (
     expected_usage,
     fetch_pricing,
     judgment_prices,
+    output_cap,
     price_call,
     web_search_prices,
     worst_case_usd,
 )
+from relaybatch.costs.observed import ObservedOutput
 
 
 @dataclass
@@ -47,6 +53,10 @@ class JobPlan:
     worst_usd: Decimal = Decimal(0)
     unpriced: int = 0  # items whose expected cost or worst case could not be priced
     unknowns: set[str] = field(default_factory=set)
+    # Earlier runs' charged calls of this job and model, when the output is learnt from them.
+    observed: ObservedOutput | None = None
+    # The output cap the requests set (the largest), for the assumption stated without history.
+    output_cap: int | None = None
 
     @property
     def priced(self) -> bool:
@@ -96,8 +106,15 @@ def _usd(value: Any) -> Decimal | None:
     return value if isinstance(value, Decimal) else None
 
 
-async def make_plan(items: Iterable[Any], client: Any, providers: Mapping[str, str] | None = None) -> Plan:
-    """Price every item (streaming) with the run's cost model; one pricing lookup per model."""
+async def make_plan(
+    items: Iterable[Any],
+    client: Any,
+    providers: Mapping[str, str] | None = None,
+    observed: Mapping[tuple[str, str], ObservedOutput] | None = None,
+) -> Plan:
+    """Price every item (streaming) with the run's cost model; one pricing lookup per model. With
+    ``observed`` (costs/observed.py), a text job's output is what its earlier calls wrote."""
+    observed = observed or {}
     providers = dict(providers or {})
     book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
     groups: dict[tuple[str, str, str], JobPlan] = {}
@@ -117,10 +134,48 @@ async def make_plan(items: Iterable[Any], client: Any, providers: Mapping[str, s
         group = groups.get((item.job, item.kind, model))
         if group is None:
             group = JobPlan(item.job, item.kind, model, prices.provider if prices else provider)
+            group.observed = observed.get((item.job, model)) if item.kind in TOKEN_KINDS else None
             groups[(item.job, item.kind, model)] = group
         expected = expected_usage(item.kind, item.request, prices)
+        if item.kind in TOKEN_KINDS:
+            expected = _learnt(expected, group, output_cap(item.kind, item.request))
         group.unknowns.update(expected.unknowns)
         cost = price_call(prices, expected.usage) if prices is not None else None
         worst = worst_case_usd(item.kind, item.request, prices)
         group.add(expected.usage, None if cost is None else _usd(cost.usd), worst)
     return Plan(list(groups.values()), notes)
+
+
+def _learnt(expected: Expected, group: JobPlan, cap: int) -> Expected:
+    """The expected output of one text call: what the job's earlier calls wrote, when there are any."""
+    group.output_cap = max(group.output_cap or 0, cap)
+    seen = group.observed
+    if seen is None:
+        return expected
+    usage = replace(
+        expected.usage, output_tokens=min(seen.mean_output, cap), reasoning_tokens=seen.mean_reasoning
+    )
+    return Expected(usage, tuple(name for name in expected.unknowns if name != REASONING_UNKNOWN))
+
+
+def output_notes(plan: Plan) -> list[str]:
+    """Where each text job's expected output comes from, in words: earlier answers, or the assumption."""
+    notes = []
+    for job in plan.jobs:
+        if job.kind not in TOKEN_KINDS:
+            continue
+        seen = job.observed
+        if seen is not None:
+            runs = f"{seen.runs} earlier run" + ("s" if seen.runs != 1 else "")
+            notes.append(
+                f"job {job.job} ({job.model}): output from {seen.calls:,} earlier answers in {runs}, "
+                f"{seen.mean_output:,} tokens an answer"
+                + (f" and {seen.mean_reasoning:,} reasoning" if seen.mean_reasoning else "")
+            )
+        else:
+            notes.append(
+                f"job {job.job} ({job.model}): no earlier answers; assumed {EXPECTED_ANSWER_TOKENS} output "
+                f"tokens an answer (or the cap when lower; the cap is {job.output_cap:,}, the worst case "
+                "assumes every answer fills it); a run of a few items teaches the plan real lengths"
+            )
+    return notes

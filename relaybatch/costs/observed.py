@@ -1,0 +1,65 @@
+"""Answers' real lengths, from earlier runs' ledgers: what `relaybatch plan` expects a job to write.
+
+Without them a plan can only assume (cost_model/expected.py: an answer is the request's cap, but
+at most ``EXPECTED_ANSWER_TOKENS``), which puts a job of 500-word essays at a tenth of its bill.
+With them, a job's calls to a model are expected to write what that job's earlier calls to that
+model wrote on average (output and reasoning tokens of every charged call, wasted re-asks
+included), over every run under the runs folder. The plan says which it did for each job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from relaybatch.costs.ledger import CostStore
+from relaybatch.costs.report import COST_STORE_NAME
+
+
+@dataclass(frozen=True)
+class ObservedOutput:
+    """What a (job, model)'s earlier calls wrote: how many, and their mean output and reasoning."""
+
+    calls: int
+    output_tokens: int
+    reasoning_tokens: int
+    runs: int = 1
+
+    @property
+    def mean_output(self) -> int:
+        return round(self.output_tokens / self.calls) if self.calls else 0
+
+    @property
+    def mean_reasoning(self) -> int:
+        return round(self.reasoning_tokens / self.calls) if self.calls else 0
+
+    def plus(self, other: ObservedOutput) -> ObservedOutput:
+        return ObservedOutput(
+            self.calls + other.calls,
+            self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+            self.runs + other.runs,
+        )
+
+
+def _cost_stores(runs_dir: Path) -> Iterator[Path]:
+    if runs_dir.is_dir():
+        yield from sorted(runs_dir.glob(f"*/{COST_STORE_NAME}"))
+
+
+def observed_outputs(runs_dir: Path) -> dict[tuple[str, str], ObservedOutput]:
+    """Per (job, model), what the charged calls of every run under ``runs_dir`` wrote."""
+    found: dict[tuple[str, str], ObservedOutput] = {}
+    for path in _cost_stores(runs_dir):
+        store = CostStore.open_read_only(path)
+        if store is None:
+            continue
+        try:
+            sums = store.outputs_by_job_and_model()
+        finally:
+            store.close()
+        for key, (calls, output, reasoning) in sums.items():
+            seen = ObservedOutput(calls, output, reasoning)
+            found[key] = found[key].plus(seen) if key in found else seen
+    return found
