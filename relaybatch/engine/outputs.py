@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from relaybatch.arrow_memory import RowGroupWriter, release_unused
 from relaybatch.engine.result_columns import (
+    NOUL_THRESHOLD,
     READER,
     TIMESTAMP_TYPE,
     Column,
@@ -95,6 +96,7 @@ class _Layout:
     questions: dict[str, str]
     # A structured job's output schema: its typed answer columns (relaybatch.structured.columns).
     output_schema: dict[str, Any] | None = None
+    noul_threshold: float = NOUL_THRESHOLD  # a noul answer's boolean column: P(true) >= this
 
     @property
     def schema(self) -> pa.Schema:
@@ -118,9 +120,13 @@ def _layout(store: CheckpointStore, job: str) -> _Layout:
             questions.update(_question_types(request))
         groups.add(READER if kind == "web_search" and request and request.get("route") == "reader" else kind)
     carried = {name: _carry_type(kinds) for name, kinds in carry_kinds.items()}
-    output = (store.run_settings().get("outputs") or {}).get(job)
+    saved = store.run_settings()
+    output = (saved.get("outputs") or {}).get(job)
     schema = output.get("schema") if isinstance(output, dict) else None
-    return _Layout(carried, columns_for(groups), questions, schema if isinstance(schema, dict) else None)
+    threshold = float((saved.get("noul_thresholds") or {}).get(job, NOUL_THRESHOLD))
+    return _Layout(
+        carried, columns_for(groups), questions, schema if isinstance(schema, dict) else None, threshold
+    )
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -174,7 +180,7 @@ class _Batch:
         if not isinstance(answers, dict):
             answers = {}
         for name, question_type in self.questions:
-            row += answer_values(answers.get(name), question_type)
+            row += answer_values(answers.get(name), question_type, self.layout.noul_threshold)
         if self.layout.output_schema is not None:
             row += answer_row(self.layout.output_schema, item["kind"], result)
         for column_values, value in zip(self.values, row, strict=True):

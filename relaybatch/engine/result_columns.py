@@ -270,11 +270,18 @@ def columns_for(groups: Iterable[str]) -> list[Column]:
 # -- judgment answers ---------------------------------------------------------------------------
 
 
+# A noul answer is true when P(true) is at least this (a job's ``noul_threshold`` changes it).
+NOUL_THRESHOLD = 0.5
+
+
 def answer_columns(name: str, question_type: str) -> list[pa.Field]:
-    """noul: ``answer_<q>`` (P(true)); choice: the option; score: the level index, fractional.
-    choice and score add ``_confidence`` and ``_probabilities`` (keyed by option / level label)."""
+    """noul: ``answer_<q>`` (P(true)) and ``answer_<q>_true`` (P(true) >= the job's threshold);
+    choice: the option; score: the level index, fractional. choice and score add ``_confidence``
+    and ``_probabilities`` (keyed by option / level label)."""
     value_type = pa.string() if question_type == "choice" else pa.float64()
     fields = [pa.field(f"answer_{name}", value_type)]
+    if question_type == "noul":
+        fields.append(pa.field(f"answer_{name}_true", pa.bool_()))
     if question_type in ("choice", "score"):
         fields += [
             pa.field(f"answer_{name}_confidence", pa.float64()),
@@ -283,7 +290,7 @@ def answer_columns(name: str, question_type: str) -> list[pa.Field]:
     return fields
 
 
-def answer_values(answer: Any, question_type: str) -> list[Any]:
+def answer_values(answer: Any, question_type: str, threshold: float = NOUL_THRESHOLD) -> list[Any]:
     """The values of ``answer_columns`` for one answer (nulls when the question has no answer)."""
     if not isinstance(answer, dict):
         answer = {}
@@ -291,7 +298,8 @@ def answer_values(answer: Any, question_type: str) -> list[Any]:
     if question_type == "choice" and value is not None:
         value = str(value)
     if question_type == "noul":
-        return [value]
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return [value, None if number is None else number >= threshold]
     return [value, answer.get("confidence"), _labelled(answer)]
 
 

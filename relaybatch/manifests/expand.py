@@ -37,6 +37,7 @@ class JobSource:
     # The job's output schema (refs inlined) and re-asks, for a structured job (docs/manifests.md).
     output_schema: dict[str, Any] | None = None
     max_reasks: int = 0
+    noul_threshold: float | None = None  # a judgment job's, when it sets one
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
     # Where the job names its one model (a YAML `model:` line), for problems with its route; None
     # when rows name their own model, which is then located at its first row.

@@ -77,6 +77,9 @@ class JobSpec(BaseModel):
         default=None,
         description="the answer's JSON Schema: inline, a .json file beside the manifest, or module:Class",
     )
+    noul_threshold: float = Field(
+        default=0.5, gt=0, lt=1, description="judgment: a noul answer is true when P(true) >= this"
+    )
     max_reasks: int = Field(
         default=2, ge=0, le=10, description="times an answer that does not fit output_schema is asked again"
     )

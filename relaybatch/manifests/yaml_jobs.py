@@ -63,6 +63,9 @@ class YamlJob:
             provider=self.spec.provider,
             output_schema=self.output_schema,
             max_reasks=self.spec.max_reasks,
+            noul_threshold=self.spec.noul_threshold
+            if "noul_threshold" in self.spec.model_fields_set
+            else None,
             problems=problems,
             rows_readable=readable,
             empty=empty,

@@ -101,6 +101,10 @@ def stored_settings(
     return {
         **budget_settings(budgets, shard.count if shard else 1),
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
+        # Judgment jobs' noul thresholds: the results' answer_<q>_true columns (0.5 unless set).
+        "noul_thresholds": {
+            job.name: job.noul_threshold for job in manifest.jobs if job.noul_threshold is not None
+        },
         # Structured jobs: the schema every answer is checked against, and how often it is re-asked.
         "outputs": {
             job.name: {"schema": job.output_schema, "max_reasks": job.max_reasks}

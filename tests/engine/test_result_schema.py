@@ -167,6 +167,7 @@ JUDGMENT_ANSWERS = [
     ("answer_anger_confidence", pa.float64()),
     ("answer_anger_probabilities", PROBABILITIES),
     ("answer_complaint", pa.float64()),
+    ("answer_complaint_true", pa.bool_()),
     ("answer_topic", TEXT),
     ("answer_topic_confidence", pa.float64()),
     ("answer_topic_probabilities", PROBABILITIES),
@@ -318,7 +319,10 @@ def test_unfinished_items_have_null_results_and_a_noul_question_has_no_confidenc
 
     table = pq.read_table(export_results(store, tmp_path)[0])
 
-    assert [name for name in table.schema.names if name.startswith("answer_")] == ["answer_spam"]
+    assert [name for name in table.schema.names if name.startswith("answer_")] == [
+        "answer_spam",
+        "answer_spam_true",
+    ]
     [row] = table.to_pylist()
     assert row["state"] == "pending" and row["usage"] is None and row["answer_spam"] is None
 
@@ -337,7 +341,9 @@ def test_score_probabilities_take_the_legend_labels_in_level_order() -> None:
     assert (value, confidence) == (0.4, 0.2)
     assert probabilities == [("calm", 0.6), ('{"hint": "raised voice", "label": "cross"}', 0.4), ("2", 0.0)]
     assert answer_values(None, "choice") == [None, None, None]
-    assert answer_values({"noul": 0.9, "confidence": 1.0}, "noul") == [0.9]
+    assert answer_values({"noul": 0.9, "confidence": 1.0}, "noul") == [0.9, True]
+    assert answer_values({"noul": 0.3}, "noul") == [0.3, False]
+    assert answer_values({"noul": 0.3}, "noul", threshold=0.25) == [0.3, True]
 
 
 def test_every_column_and_usage_counter_is_in_the_docs() -> None:

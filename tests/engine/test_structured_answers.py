@@ -150,3 +150,27 @@ async def test_answers_are_typed_columns_beside_the_raw_json(
     rows = table.to_pylist()
     assert {row["answer_sentiment"] for row in rows} <= {"positive", "negative", "neutral"}
     assert all(json.loads(row["answer_json"])["confidence"] == row["answer_confidence"] for row in rows)
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [(None, 0.5), (0.99, 0.99)])
+async def test_noul_answers_get_a_boolean_at_the_jobs_threshold(
+    threshold: float | None, expected: float, tmp_path: Path, make_client: ClientFactory, fast_app: Starlette
+) -> None:
+    job: dict[str, Any] = {
+        "name": "labels",
+        "kind": "judgment",
+        "model": "relay-judge-1",
+        "prompt": "{text}",
+        "request": {"questions": {"spam": {"type": "noul", "instructions": "Spam?"}}},
+        "items": [{"text": f"message {number}"} for number in range(8)],
+    }
+    if threshold is not None:
+        job["noul_threshold"] = threshold
+    path = tmp_path / "labels.yaml"
+    path.write_text(json.dumps({"jobs": [job]}), encoding="utf-8")
+
+    (await run(path, tmp_path / "runs", make_client)).close()
+    [results] = export_run_results(run_paths(tmp_path / "runs", "labels"))
+    rows = pq.read_table(results).to_pylist()
+
+    assert all(row["answer_spam_true"] == (row["answer_spam"] >= expected) for row in rows)
