@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import (
+    CHECKPOINT_NAME,
     COST_STORE_NAME,
     DASHBOARD_NAME,
     LEDGER_NAME,
@@ -196,7 +198,6 @@ def _unknown_rows(folder: Path) -> list[dict[str, Any]]:
 def list_unknown(console: Console, run_dir: Path, only: str | None = None) -> list[Path]:
     """Print the unknown outcomes of the run and its shards (or of the ``only`` store), each with
     the store it is in; returns the store folders read (`relaybatch resolve RUN`)."""
-    from decimal import Decimal
 
     folders = cost_folders(run_dir, only)
     lines = table("call", "store", "job", "item", "model", "worst case USD", title="Unknown outcomes")
@@ -227,7 +228,7 @@ def settle_unknown(
     """Settle one unknown outcome from the gateway's bill in the store that has it (the run's own
     or a shard's; ``only`` names one), inside ``hold(folder)`` (that folder's lock: no execution
     answers its calls meanwhile), and rewrite that folder's ledger; returns the folder."""
-    from decimal import Decimal, InvalidOperation
+    from decimal import InvalidOperation
 
     from relaybatch.costs.ledger import CostStore, write_ledger
 
@@ -257,6 +258,8 @@ def settle_unknown(
             "is a call of its own on the bill; settle each with --store naming it (run, or I/N for a shard)"
         )
     folder = found[0]
+    item_key = next(row["item_key"] for row in _unknown_rows(folder) if row["id"] == row_id)
+    item_state: str | None = None
     with hold(folder):
         store = CostStore(folder / COST_STORE_NAME)
         try:
@@ -267,11 +270,42 @@ def settle_unknown(
             settled = store.resolve(row_id, amount)
             if converted or settled:
                 write_ledger(store, folder / LEDGER_NAME)
+            open_calls = [row for row in store.unknown_outcomes() if row["item_key"] == item_key]
         finally:
             store.close()
+        if settled and not open_calls:
+            item_state = _settle_item(folder, item_key, amount)
     if not settled:
         raise missing
     verdict = "not charged" if amount is None else f"charged {display_usd(amount)}"
     where = "" if folder == run_dir else f" (shard {store_label(run_dir, folder)})"
     console.print(f"{row_id}{where}: {verdict}; the budget counts it so from the next execution on")
+    if item_state is not None:
+        console.print(ITEM_SETTLED[item_state])
     return folder
+
+
+# What a settled call does to its item (engine/states.py: uncertain -> pending | failed).
+ITEM_SETTLED = {
+    "pending": "its item is pending again: never billed, the next execution sends it",
+    "failed": "its item is failed (paid, its answer never recorded): not sent again; "
+    "`relaybatch run --retry-failed` sends it again if you want its answer (and pays again)",
+}
+
+
+def _settle_item(folder: Path, item_key: str, amount: Decimal | None) -> str | None:
+    """The call's item, if it is still uncertain (or sending, as a dead execution left it), moves as
+    the bill says: not charged -> pending, charged -> failed with the charge as its reason."""
+    from relaybatch.engine.store import CheckpointStore
+
+    path = folder / CHECKPOINT_NAME
+    if not path.exists():
+        return None
+    reason = (
+        "not charged (the gateway's bill, relaybatch resolve): sent again"
+        if amount is None
+        else f"charged {display_usd(amount)} (the gateway's bill, relaybatch resolve); its answer was never "
+        "recorded and sending it again would pay again"
+    )
+    with CheckpointStore(path) as checkpoint:
+        return checkpoint.settle_uncertain(item_key, amount is not None, reason)

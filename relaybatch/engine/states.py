@@ -5,7 +5,10 @@
                                                              the same request key, ``run.reuse``)
     submitted -> polling | done | failed | cancelled        (async kinds: V2 video, V1 tasks)
     polling -> done | failed | cancelled
-    uncertain -> pending                                    (only when the run's policy resends)
+    uncertain -> pending                                    (the run's policy resends, or the bill
+                                                             shows no charge: `relaybatch resolve`)
+    uncertain -> failed                                     (the bill shows a charge: paid, its answer
+                                                             never recorded; `relaybatch resolve`)
     failed -> pending                                       (a later run retries retryable failures)
     failed -> polling                                       (a later run re-polls paid work whose
                                                              polls failed: never created again)
@@ -50,7 +53,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     SENDING: frozenset({SENDING, DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
     SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
-    UNCERTAIN: frozenset({PENDING, SUPERSEDED}),
+    UNCERTAIN: frozenset({PENDING, FAILED, SUPERSEDED}),
     FAILED: frozenset({PENDING, POLLING, SUPERSEDED}),
     DONE: frozenset({DONE, SUPERSEDED}),
     CANCELLED: frozenset({SUPERSEDED}),

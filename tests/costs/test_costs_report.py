@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from cost_builders import fill_cost_store, unknown_video_row, write_checkpoint_events
 from typer.testing import CliRunner
 
@@ -269,6 +270,47 @@ def test_resolve_lists_unknown_outcomes_and_settles_one_from_the_bill(tmp_path: 
         assert store.unknown_outcomes() == [] and store.spent()[0] == D("0.40")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "state"), [(["--not-charged"], "pending"), (["--charged", "0.40"], "failed")]
+)
+def test_resolve_moves_the_uncertain_item_as_the_bill_says(
+    tmp_path: Path, verdict: list[str], state: str
+) -> None:
+    """Not charged: the item was never billed, so it is sendable again (it stayed uncertain, and
+    only `uncertain: resend` could make it, paying twice for the calls that were charged). Charged:
+    failed with the charge as its reason, so the run has nothing left to decide."""
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.engine.store import Change
+    from relaybatch.manifests import Item
+
+    run_dir = tmp_path / "demo"
+    run_dir.mkdir()
+    request = {"model": "m", "prompt": "p"}
+    clip = Item.build(item_id="v1", job="clips", kind="video", request=request, carry={})
+    with CheckpointStore(run_dir / "checkpoint.sqlite") as checkpoint:
+        checkpoint.add_items([clip])
+        checkpoint.apply([Change(clip.key, "sending", {"attempts": 1})])
+        checkpoint.apply([Change(clip.key, "uncertain", {"last_error": "interrupted"})])
+    costs = CostStore(run_dir / "costs.sqlite")
+    try:
+        costs.record(unknown_video_row("clips", "v1", clip.key, call="attempt-1"))
+    finally:
+        costs.close()
+
+    settled = CliRunner().invoke(
+        app, ["resolve", "demo", f"{clip.key}:attempt-1", *verdict, "--runs-dir", str(tmp_path)]
+    )
+
+    assert settled.exit_code == 0, settled.output
+    assert f"its item is {state}" in settled.output
+    with CheckpointStore(run_dir / "checkpoint.sqlite") as checkpoint:
+        item = checkpoint.item(clip.key)
+    assert item["state"] == state
+    assert (item["last_error"] is None) == (state == "pending")
+    if state == "failed":
+        assert "charged $0.40" in item["last_error"] and "never recorded" in item["last_error"]
 
 
 def test_listing_unknown_outcomes_only_reads_the_store(tmp_path: Path) -> None:

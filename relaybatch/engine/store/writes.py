@@ -7,7 +7,16 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from relaybatch.engine.states import FAILED, PENDING, RETRY_POLL, IllegalTransition, allowed_pairs, is_allowed
+from relaybatch.engine.states import (
+    FAILED,
+    PENDING,
+    RETRY_POLL,
+    SENDING,
+    UNCERTAIN,
+    IllegalTransition,
+    allowed_pairs,
+    is_allowed,
+)
 from relaybatch.engine.store import schema
 from relaybatch.engine.store.base import StoreBase
 from relaybatch.engine.store.records import Change
@@ -155,6 +164,21 @@ class CheckedWrites(StoreBase):
                 raise IllegalTransition(changes[0].key, None, changes[0].state)
             self._insert_events(changes, stamp)
             moved += len(changes)
+
+    def settle_uncertain(self, key: str, charged: bool, reason: str) -> str | None:
+        """An item that may have been billed, settled from the gateway's bill (`relaybatch resolve`):
+        not charged -> ``pending`` (never billed: the next execution sends it); charged -> ``failed``
+        with ``reason`` (paid, its answer never recorded: not sent again unless asked). Only an item
+        ``uncertain``, or ``sending`` as a dead execution left it; returns its new state, or None
+        when it stands elsewhere (resent since, superseded) and was left as it is."""
+        row = self.db.execute("select state from items where key = ?", [key]).fetchone()
+        if row is None or row[0] not in (UNCERTAIN, SENDING):
+            return None
+        if charged:
+            self.apply([Change(key, FAILED, {"last_error": reason, "retryable": None}, reason)])
+            return FAILED
+        self.apply([Change(key, PENDING, {"last_error": None, "not_before": None}, reason)])
+        return PENDING
 
     def record_run_event(self, state: str, detail: dict[str, Any]) -> None:
         """A run-level event, not an item's (key ""): e.g. the limiter's limit and 429s so far,
