@@ -621,13 +621,36 @@ def report(
     dashboards_dir: Annotated[
         Path, typer.Option("--dashboards-dir", help="Folder for the combined HTML dashboard.")
     ] = Path("dashboards"),
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help="Instead of spend: per job and answer column, the answers' distribution, mean "
+            "confidence and the share below --threshold, from the exported results.",
+        ),
+    ] = False,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold", min=0.0, max=1.0, help="With --answers: a confidence below it is unsure."
+        ),
+    ] = 0.5,
 ) -> None:
-    """Spend by job, model, kind and day, each budget beside its spend, and an HTML dashboard."""
+    """Spend by job, model, kind and day, each budget beside its spend, and an HTML dashboard; with
+    --answers, the label summary of each run's results instead."""
     from relaybatch.costs.terminal import run_report
     from relaybatch.run.locking import refreshing_ledger
     from relaybatch.settings import Settings
 
     settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    if answers:
+        from relaybatch.costs.report import run_folders
+        from relaybatch.run.answers import answers_table
+        from relaybatch.run.paths import RunPaths
+
+        for folder in run_folders(settings.runs_dir, run_names or []):
+            console.print(answers_table(RunPaths.for_run(settings.runs_dir, folder.name), threshold))
+        return
     # Each store's ledger is rewritten under its lock; beside an execution it is left to it.
     run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir, refreshing_ledger)
 

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import plotly.io
 from plotly.offline import get_plotlyjs
 
-from relaybatch.costs.dashboard_data import PERCENTILES, DashboardData
+from relaybatch.costs.dashboard_data import PERCENTILES, UNSURE_BELOW, DashboardData
 from relaybatch.costs.report import display_usd
 from relaybatch.costs.run_budgets import BudgetUse
 from relaybatch.files import write_text_atomically
@@ -379,6 +379,41 @@ def _budget_table(data: DashboardData) -> str:
     )
 
 
+def _answers_table(data: DashboardData) -> str:
+    """The label summary, as `relaybatch report --answers` prints it: per run, job and answer column."""
+    if not data.answers:
+        return ""
+    names = ("run", "job", "answer", "answered", "mean", f"below {UNSURE_BELOW:g}", "answers")
+    header = "".join(f"<th>{name}</th>" for name in names)
+    rows = []
+    for run, summary in data.answers:
+        mean = "-" if summary.mean is None else f"{summary.mean:.3f}"
+        below = "-" if summary.share_below is None else f"{summary.share_below:.1%}"
+        spread = ", ".join(
+            f"{value} {share:.1%} ({count:,})" for value, count, share in summary.distribution()
+        )
+        cells = (
+            run,
+            summary.job,
+            summary.column.removeprefix("answer_"),
+            f"{summary.answered:,}",
+            mean,
+            below,
+        )
+        rows.append(
+            f'<tr data-answer="{escape(run)}:{escape(summary.column)}">'
+            + "".join(f"<td>{escape(cell)}</td>" for cell in (*cells, spread or "-"))
+            + "</tr>"
+        )
+    return (
+        '<section class="answers"><h2>Answers</h2><table data-answers>'
+        f"<thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "<small>from each run's exported results; for confidence columns, the share below the "
+        "threshold</small>"
+        "</section>"
+    )
+
+
 def _section(name: str, title: str, figure: go.Figure | None) -> str:
     body = (
         f'<div class="empty" data-chart="{name}" data-empty="true">No data yet</div>'
@@ -410,7 +445,7 @@ def render_dashboard(data: DashboardData, title: str) -> str:
             f"<h1>{escape(title)}</h1>",
             f'<div class="meta">Runs: {escape(", ".join(data.runs) or "none")} · generated {generated} · '
             "amounts rounded for display; the ledger keeps full precision</div>",
-            f'<div class="cards">{cards}</div>{_budget_table(data)}<div class="grid">',
+            f'<div class="cards">{cards}</div>{_budget_table(data)}{_answers_table(data)}<div class="grid">',
             *(_section(name, chart_title, figure) for name, chart_title, figure in drawn),
             "</div>",
             f"<script>window.RELAYBATCH_CHARTS = {_script_json(figures)};{DRAW_SCRIPT}</script>",

@@ -31,6 +31,7 @@ from relaybatch.costs.report import (
 )
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT
+from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 MAX_BUCKETS = 1000
 BUCKET_SECONDS = (1, 10, 60, 600, 3600, 86400)
@@ -146,6 +147,8 @@ class DashboardData:
     budgets: dict[str, Budgets] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
     last_at: datetime | None = None  # the latest charge or event: where the timelines end
+    # The label summary of each run's exported results (relaybatch.structured.summary), per run.
+    answers: list[tuple[str, AnswerSummary]] = field(default_factory=list)
 
     @property
     def total_usd(self) -> Decimal:
@@ -269,6 +272,11 @@ def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> Non
         store.close()
 
 
+RESULTS_NAME = "results"  # <run>/results/<job>.parquet (run/paths.py)
+# The dashboard's answers table counts a confidence below this as unsure (the report's default).
+UNSURE_BELOW = 0.5
+
+
 def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = None) -> DashboardData:
     """The dashboard's data for the named runs (every run when none is named)."""
     folders = run_folders(runs_dir, names)
@@ -276,6 +284,8 @@ def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = No
     for folder in folders:
         if since is None:
             data.budgets[folder.name] = run_budgets(folder)
+            results = sorted((folder / RESULTS_NAME).glob("*.parquet"))
+            data.answers += [(folder.name, summary) for summary in summarize_results(results, UNSURE_BELOW)]
         for stores in store_folders(folder):
             _add_costs(data, stores / COST_STORE_NAME, since)
             _add_checkpoint(data, stores / CHECKPOINT_NAME, since)

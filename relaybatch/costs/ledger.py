@@ -533,8 +533,11 @@ class CostStore:
         unknown = set(columns) - {"id", *_COLUMN_NAMES}
         if unknown:
             raise ValueError(f"no such ledger columns: {sorted(unknown)}")
+        # A store of an earlier layout read as it is lacks the later columns: they read as null.
+        present = {row[1] for row in self.db.conn.execute("pragma table_info(charges)")}
+        shown = [column if column in present or column == "id" else "null" for column in columns]
         # No ``where`` for all: the view makes each row's ISO time only for a query that reads it.
-        sql = f"select {', '.join(columns)} from charges" + (" where charged_at >= ?" if since else "")
+        sql = f"select {', '.join(shown)} from charges" + (" where charged_at >= ?" if since else "")
         for values in self.db.conn.execute(sql, [since] if since else []):
             yield dict(zip(columns, values, strict=True))
 

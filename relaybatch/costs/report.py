@@ -94,10 +94,19 @@ class Totals:
     in_flight: int = 0  # of those, calls an execution is waiting on (reserved, not answered yet)
     in_flight_usd: Decimal = Decimal(0)  # their worst case (part of unknown_usd)
     outcome_unknown_usd: Decimal = Decimal(0)  # the worst case of the others (part of unknown_usd)
+    wasted_usd: Decimal = Decimal(0)  # known spend on answers that did not fit their schema (part of usd)
 
-    def add(self, usd: Decimal, priced: bool, unknown_usd: Decimal = Decimal(0), outcome: str = "") -> None:
+    def add(
+        self,
+        usd: Decimal,
+        priced: bool,
+        unknown_usd: Decimal = Decimal(0),
+        outcome: str = "",
+        wasted: bool = False,
+    ) -> None:
         self.calls += 1
         self.usd += usd
+        self.wasted_usd += usd if wasted else Decimal(0)
         self.unknown_calls += 0 if priced else 1
         self.unknown_usd += unknown_usd
         self.unknown_outcomes += 1 if outcome in (UNKNOWN, RESERVED) else 0
@@ -135,6 +144,11 @@ class RunSpend:
     @property
     def unknown_outcomes(self) -> int:
         return sum(totals.unknown_outcomes for totals in self.groups.values())
+
+    @property
+    def wasted_usd(self) -> Decimal:
+        """Known spend on structured answers that did not fit their schema (re-asked or failed)."""
+        return sum((totals.wasted_usd for totals in self.groups.values()), Decimal(0))
 
     @property
     def in_flight(self) -> int:
@@ -193,7 +207,8 @@ class RunSpend:
     def add(self, record: Mapping[str, Any]) -> None:
         usd, unknown = known_amount(record), unknown_amount(record)
         key = tuple(str(record.get(column) or "-") for column in GROUP_COLUMNS)
-        self.groups.setdefault(key, Totals()).add(usd, bool(record["priced"]), unknown, record["outcome"])
+        totals = self.groups.setdefault(key, Totals())
+        totals.add(usd, bool(record["priced"]), unknown, record["outcome"], bool(record.get("wasted")))
         if "charged_at" in record:  # read without it (JOB_COLUMNS): no spend over time
             minute = str(record["charged_at"])[:16]
             self.per_minute[minute] = self.per_minute.get(minute, Decimal(0)) + usd + unknown
@@ -225,6 +240,7 @@ REPORT_COLUMNS = (
     "reserved_usd",
     "priced",
     "outcome",
+    "wasted",
 )
 
 # Enough for spend per job, unknown outcomes and calls in flight (`relaybatch status`): reading

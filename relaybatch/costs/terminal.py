@@ -71,9 +71,17 @@ def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
 
 
 def spend_summary(spend: RunSpend) -> str:  # also the Prefect run summary's spend line
-    """Known spend, unknown outcomes at their worst case, and the total, as one line."""
+    """Known spend, unknown outcomes at their worst case, and the total, as one line; with the
+    part of known spend wasted on structured answers that did not fit, when there is any."""
+    wasted = spend.wasted_usd
+    split = (
+        f" (useful {display_usd(spend.known_usd - wasted)}, wasted {display_usd(wasted)} on answers "
+        "that did not fit their schema)"
+        if wasted
+        else ""
+    )
     return (
-        f"known {display_usd(spend.known_usd)}; unknown (worst case) {display_usd(spend.unknown_usd)} "
+        f"known {display_usd(spend.known_usd)}{split}; unknown (worst case) {display_usd(spend.unknown_usd)} "
         f"for {spend.unknown_outcomes} call(s) sent with no answer recorded; "
         f"total {display_usd(spend.total_usd)}"
     )

@@ -14,6 +14,8 @@ import pytest
 from engine_fakes import ClientFactory
 from starlette.applications import Starlette
 
+from relaybatch.costs.report import display_usd, load_spend, unguarded
+from relaybatch.costs.terminal import spend_summary
 from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.config import FaultRule, FaultsConfig
 from relaybatch.engine import CheckpointStore
@@ -99,6 +101,9 @@ async def test_invalid_answers_are_reasked_and_their_cost_is_wasted(
     assert wasted == sum((charge.usd for charge in broken), Decimal(0))
     assert sum(row["wasted"] for row in rows) == len(broken)
     assert states.count("done") >= 38
+    spend = load_spend(tmp_path / "runs", ["labels"], None, unguarded)
+    assert spend.wasted_usd == wasted
+    assert f"wasted {display_usd(wasted)} on answers that did not fit their schema" in spend_summary(spend)
 
 
 async def test_an_answer_still_invalid_fails_invalid_output_with_its_raw_text(
