@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from enum import StrEnum
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -362,6 +363,11 @@ def _run_as_flow_run(manifest: Path, **parameters: Any) -> Any:
     return outcome
 
 
+class ProblemFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
 @app.command()
 @reports_user_errors
 def validate(
@@ -373,10 +379,21 @@ def validate(
             "--offline", help="Do not read the gateway's model catalog (model families go unchecked)."
         ),
     ] = False,
+    output_format: Annotated[
+        ProblemFormat,
+        typer.Option(
+            "--format",
+            help="text: the problems (stderr) or a short plan, for a person; json: one JSON object per "
+            "problem on stdout (file, line, field, message, hint, rows, more_rows), nothing when valid.",
+        ),
+    ] = ProblemFormat.text,
 ) -> None:
     """Check a manifest without sending anything billed; list every problem with its location."""
     from relaybatch.manifests import open_manifest
 
+    if output_format == ProblemFormat.json:
+        _validate_as_json(manifest, base_url, offline)
+        return
     checked = open_manifest(manifest)
     validation = checked.validate()
     if not offline:
@@ -387,6 +404,28 @@ def validate(
         counts.add_row(job, kind, model, str(count))
     console.print(f"{manifest}: valid, {validation.total} items in {len(checked.jobs)} jobs")
     console.print(counts)
+
+
+def _validate_as_json(manifest: Path, base_url: str | None, offline: bool) -> None:
+    """`validate --format json`: each problem as one JSON line on stdout, exit 1; nothing, exit 0."""
+    import json
+
+    from relaybatch.manifests import ManifestInvalid, Problem, open_manifest
+
+    try:
+        validation = open_manifest(manifest).validate()
+        if not offline:
+            _catalog_check(validation, base_url)
+        validation.raise_if_invalid()
+    except ManifestInvalid as invalid:
+        problems = invalid.problems
+    except UserError as error:  # not a manifest at all: one line naming the file
+        problems = [Problem(str(manifest), None, None, str(error).removeprefix(f"{manifest}: "))]
+    else:
+        return
+    for problem in problems:
+        typer.echo(json.dumps(problem.as_json(), ensure_ascii=False))
+    raise typer.Exit(1)
 
 
 def _catalog_check(validation: Any, base_url: str | None) -> None:

@@ -14,6 +14,15 @@ from relaybatch.manifests.images import InlineImage, image_part
 CHAT_KINDS = ("chat", "responses", "messages", "generate_content")
 # The request field that receives the prompt template's text, for kinds with a single text field.
 _PROMPT_FIELD = {"image": "prompt", "video": "prompt", "video_v1": "prompt", "judgment": "state"}
+# The request fields a row's prompt, system text and images go into, per kind (what place_inputs writes).
+FILLED_BY_INPUTS = {
+    "chat": {"messages"},
+    "responses": {"input", "instructions"},
+    "messages": {"messages", "system"},
+    "generate_content": {"contents", "systemInstruction"},
+    **{kind: {field} for kind, field in _PROMPT_FIELD.items()},
+    "web_search": {"q", "url"},
+}
 
 
 def place_inputs(

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from relaybatch.manifests.images import REFUSED_MIME_TYPES
+from relaybatch.manifests.wording import FieldRule, describe, example, findings
 
 MAX_IMAGE_PROMPT_CHARS = 32_000
 IMAGE_SIZES = {"auto", "1024x1024", "1536x1024", "1024x1536"}
@@ -71,9 +72,12 @@ class _Part(BaseModel):
     @model_validator(mode="after")
     def _text_or_inline(self) -> _Part:
         if (self.text is None) == (self.inlineData is None):
-            raise ValueError("a part carries exactly one of text or inlineData")
+            raise ValueError(
+                "a part carries exactly one of text or inlineData; write {text: ...} or "
+                "{inlineData: {mimeType: image/png, data: BASE64}}"
+            )
         if self.inlineData is not None and not {"mimeType", "data"} <= self.inlineData.keys():
-            raise ValueError("inlineData needs mimeType and data")
+            raise ValueError("inlineData needs mimeType and data; e.g. {mimeType: image/png, data: BASE64}")
         if (
             self.inlineData is not None
             and self.inlineData["mimeType"] in REFUSED_MIME_TYPES["generate_content"]
@@ -99,14 +103,16 @@ class _ImageConfig(BaseModel):
     @classmethod
     def _ratio(cls, value: str | None) -> str | None:
         if value is not None and value not in ASPECT_RATIOS:
-            raise ValueError(f"must be one of {', '.join(sorted(ASPECT_RATIOS))}")
+            raise ValueError(
+                f"{describe(value)} is not an aspect ratio; use one of {', '.join(sorted(ASPECT_RATIOS))}"
+            )
         return value
 
     @field_validator("imageSize")
     @classmethod
     def _size(cls, value: str | None) -> str | None:
         if value is not None and value not in IMAGE_SIZE_NAMES:
-            raise ValueError("must be 1K, 2K or 4K")
+            raise ValueError(f"{describe(value)} is not an image size; use 1K, 2K or 4K")
         return value
 
 
@@ -140,27 +146,43 @@ class ImageRequest(_Request):
             return value
         match = _CUSTOM_SIZE.match(value)
         if not match:
-            raise ValueError("must be auto, 1024x1024, 1536x1024, 1024x1536 or a custom WIDTHxHEIGHT")
+            raise ValueError(
+                f"{describe(value)} is not an image size; use auto, 1024x1024, 1536x1024, 1024x1536 "
+                "or a custom WIDTHxHEIGHT (e.g. 2048x1152)"
+            )
         width, height = int(match[1]), int(match[2])
         if width % 16 or height % 16 or not width or not height:
-            raise ValueError("custom size: both sides must be positive multiples of 16")
+            raise ValueError(
+                f"custom size {value}: both sides must be positive multiples of 16; e.g. 2048x1152"
+            )
         if not (1 / 3 <= width / height <= 3):
-            raise ValueError("custom size: aspect ratio must be between 1:3 and 3:1")
+            raise ValueError(f"custom size {value}: aspect ratio must be between 1:3 and 3:1; e.g. 2048x1152")
         return value
 
     @field_validator("quality")
     @classmethod
     def _quality(cls, value: str) -> str:
         if value not in IMAGE_QUALITIES:
-            raise ValueError("must be low, medium, high, auto, xhigh or max (standard/hd are not accepted)")
+            raise ValueError(
+                f"{describe(value)} is not an image quality (standard and hd are not accepted); "
+                "use low, medium, high, auto, xhigh or max"
+            )
         return value
 
     @model_validator(mode="after")
     def _format_rules(self) -> ImageRequest:
         if self.background == "transparent" and self.output_format == "jpeg":
-            raise ValueError("background transparent needs output_format png or webp, not jpeg")
+            raise FieldRule(
+                "background",
+                "background transparent needs output_format png or webp, not jpeg; "
+                "set output_format: png, or background: auto",
+            )
         if self.output_compression is not None and self.output_format == "png":
-            raise ValueError("output_compression applies only to output_format jpeg or webp")
+            raise FieldRule(
+                "output_compression",
+                "output_compression applies only to output_format jpeg or webp; "
+                "set output_format: webp, or leave output_compression out",
+            )
         return self
 
 
@@ -173,15 +195,19 @@ class VideoRequest(_Request):
     @classmethod
     def _seconds(cls, value: Any) -> Any:
         value = str(value) if isinstance(value, int) else value
-        if value is not None and value not in VIDEO_SECONDS:
-            raise ValueError("must be 4, 8 or 12")
+        # Not hashed before it is known to be text: `seconds: []` was a TypeError (a traceback).
+        if value is not None and (not isinstance(value, str) or value not in VIDEO_SECONDS):
+            length = example("seconds")
+            raise ValueError(f'{describe(value)} is not a video length; use "4", "8" or "12"{length}')
         return value
 
     @field_validator("size")
     @classmethod
     def _video_size(cls, value: str | None) -> str | None:
         if value is not None and value not in VIDEO_SIZES:
-            raise ValueError(f"must be one of {', '.join(sorted(VIDEO_SIZES))}")
+            raise ValueError(
+                f"{describe(value)} is not a video size; use one of {', '.join(sorted(VIDEO_SIZES))}"
+            )
         return value
 
 
@@ -194,8 +220,10 @@ class VideoV1Request(_Request):
         extra = self.model_extra or {}
         for name in ("size", "input_reference"):
             if name in extra:
-                raise ValueError(
-                    f"{name} is a V2 video field; legacy V1 bodies must not mix in the V2 schema"
+                raise FieldRule(
+                    name,
+                    f"{name} is a V2 video field and legacy V1 bodies must not mix in the V2 schema; "
+                    "leave it out, or use kind video",
                 )
         return self
 
@@ -214,14 +242,24 @@ class _Question(BaseModel):
             if criteria is not None and (
                 not isinstance(criteria, dict) or set(criteria) != {"true", "false"}
             ):
-                raise ValueError(
-                    "noul criteria, when given, is an object with exactly the keys true and false"
+                raise FieldRule(
+                    "criteria",
+                    "noul criteria, when given, is an object with exactly the keys true and false; "
+                    "e.g. criteria: {true: It is a complaint, false: It is not}",
                 )
         elif self.type == "choice":
             if not isinstance(criteria, dict) or not 1 <= len(criteria) <= 255:
-                raise ValueError("choice needs criteria: a map of option id to description, 1 to 255 options")
+                raise FieldRule(
+                    "criteria",
+                    "choice needs criteria: a map of option id to description, 1 to 255 options; "
+                    "e.g. criteria: {billing: Charges and refunds, technical: Bugs}",
+                )
         elif not isinstance(criteria, list) or not 2 <= len(criteria) <= 10:
-            raise ValueError("score needs criteria: a list of 2 to 10 level descriptions, lowest first")
+            raise FieldRule(
+                "criteria",
+                "score needs criteria: a list of 2 to 10 level descriptions, lowest first; "
+                "e.g. criteria: [Calm, Frustrated, Angry]",
+            )
         return self
 
 
@@ -242,9 +280,13 @@ class WebSearchRequest(BaseModel):
     @model_validator(mode="after")
     def _query_or_url(self) -> WebSearchRequest:
         if self.route == "reader" and not self.url:
-            raise ValueError("the reader route needs url: the page to fetch")
+            raise FieldRule(
+                "url", "the reader route needs url: the page to fetch; e.g. url: https://example.com"
+            )
         if self.route != "reader" and not self.q:
-            raise ValueError(f"the {self.route} route needs q: the search query")
+            raise FieldRule(
+                "q", f'the {self.route} route needs q: the search query; e.g. prompt: "{{query}}"'
+            )
         return self
 
 
@@ -278,19 +320,19 @@ def coerce_numbers(request: dict[str, Any]) -> list[tuple[str, str]]:
                 try:
                     number = float(value)
                 except ValueError:
-                    problems.append((field, f"'{value}' is not a number"))
+                    problems.append((field, f"'{value}' is not a number; write a number{example(field)}"))
                     continue
         elif isinstance(value, int | float):
             number = value
         else:
             continue
         if isinstance(number, float) and not math.isfinite(number):
-            problems.append((field, f"'{value}' is not a finite number"))
+            problems.append((field, f"'{value}' is not a finite number; write a number{example(field)}"))
         elif field in INTEGER_FIELDS and isinstance(number, float):
             if number.is_integer():
                 request[field] = int(number)
             else:
-                problems.append((field, f"'{value}' is not a whole number"))
+                problems.append((field, f"'{value}' is not a whole number; write one{example(field)}"))
         else:
             request[field] = number
     return problems
@@ -303,7 +345,7 @@ def normalize_seconds(kind: str, request: dict[str, Any]) -> list[tuple[str, str
         request["seconds"] = str(seconds)
     elif kind == "video_v1" and isinstance(seconds, str):
         if not seconds.strip().isdigit():
-            return [("seconds", f"'{seconds}' is not a whole number of seconds")]
+            return [("seconds", f"'{seconds}' is not a whole number of seconds; write one, e.g. seconds: 5")]
         request["seconds"] = int(seconds)
     return []
 
@@ -313,22 +355,11 @@ def check_request(kind: str, request: dict[str, Any]) -> list[tuple[str, str]]:
     try:
         REQUEST_MODELS[kind].model_validate(request)
     except ValidationError as error:
-        return [(_field_name(detail["loc"]), _message(detail)) for detail in error.errors()]
+        return [
+            (".".join(str(part) for part in finding.loc) or "request", finding.words)
+            for finding in findings(error, _QUESTION_FIELDS)
+        ]
     return []
 
 
-def _field_name(loc: tuple[int | str, ...]) -> str:
-    # Drop pydantic's union-branch tags (e.g. 'str', 'list[...]') so the field reads as the user wrote it.
-    parts = [
-        str(part) for part in loc if not (isinstance(part, str) and ("[" in part or part in {"str", "int"}))
-    ]
-    return ".".join(parts) or "request"
-
-
-def _message(detail: Any) -> str:
-    message = str(detail["msg"])
-    if message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-    if detail["type"] == "missing":
-        return "is required"
-    return message
+_QUESTION_FIELDS = ("type", "instructions", "criteria")  # the only model here that refuses other names

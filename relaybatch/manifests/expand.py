@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -81,20 +81,22 @@ def finish_item(
     file: str,
     line: int,
     earlier: list[tuple[str, str]] | None = None,
+    said: Collection[tuple[str, str]] = (),
 ) -> Expanded:
-    """Coerce numeric text, run the kind's gateway checks, and build the item when all is well."""
-    found = list(earlier or [])
-    found += take_via(kind, request)
-    found += coerce_numbers(request)
-    found += normalize_seconds(kind, request)
-    found += _not_reported(found, _first_per_field(check_request(kind, request)))
-    text = "" if found else canonical_json(request)
+    """Coerce numeric text, run the kind's gateway checks, and build the item when all is well.
+
+    ``said``: (field, message) problems already reported once for the whole job (the manifest's
+    own text has them); a row that has them makes no item, and they are not repeated for it."""
+    found = request_problems(kind, request, earlier)
+    if found:
+        return None, [
+            Problem(file, line, name, message) for name, message in found if (name, message) not in said
+        ]
+    text = canonical_json(request)
     if len(text) > MAX_REQUEST_BYTES:
         limit = f"{megabytes(MAX_REQUEST_BYTES)} ({MAX_REQUEST_BYTES:,} bytes)"
-        found.append(("request", f"is {len(text):,} bytes of JSON; one request is at most {limit}"))
-    problems = [Problem(file, line, field_name, message) for field_name, message in found]
-    if problems:
-        return None, problems
+        message = f"is {len(text):,} bytes of JSON; one request is at most {limit}"
+        return None, [Problem(file, line, "request", message)]
     item = Item.build(
         item_id=item_id,
         job=job,
@@ -105,6 +107,19 @@ def finish_item(
         request_json=text,
     )
     return item, []
+
+
+def request_problems(
+    kind: Kind, request: dict[str, Any], earlier: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """(field, message) for everything wrong with a request, after ``earlier`` (its inputs' problems);
+    numeric text is turned into numbers in place."""
+    found = list(earlier or [])
+    found += take_via(kind, request)
+    found += coerce_numbers(request)
+    found += normalize_seconds(kind, request)
+    found += _not_reported(found, _first_per_field(check_request(kind, request)))
+    return found
 
 
 def _not_reported(earlier: list[tuple[str, str]], found: list[tuple[str, str]]) -> list[tuple[str, str]]:

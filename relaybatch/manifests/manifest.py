@@ -28,8 +28,9 @@ from relaybatch.manifests.problems import ManifestInvalid, Problem
 from relaybatch.manifests.schema import JobSpec, RunSettings
 from relaybatch.manifests.sources import RowsFrom
 from relaybatch.manifests.text_files import TextFileError, decode_failure, encoding_of
+from relaybatch.manifests.wording import closest, findings
 from relaybatch.manifests.yaml_jobs import YamlJob
-from relaybatch.manifests.yaml_lines import Path_, YamlAmbiguous, YamlLimitError, line_of, load_with_lines
+from relaybatch.manifests.yaml_lines import Path_, YamlLimitError, line_of, load_with_lines
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".csv", ".jsonl", ".parquet")
 # Validation keeps at most this many problems: a million bad rows should not fill memory or a screen.
@@ -42,14 +43,20 @@ OTHER_MODELS = "(other models)"
 
 @dataclass
 class Validation:
-    """What a validation pass found: every problem (up to a cap) and item counts per job, kind and model."""
+    """What a validation pass found: every problem (up to a cap) and item counts per job, kind and model.
+
+    A problem many rows share (same file, field and message) is kept once, with their lines
+    (Problem.also_at), so the cap counts distinct problems and a bad column of a million rows
+    is one line, not five hundred of the same."""
 
     problems: list[Problem] = field(default_factory=list)
     counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     # Each text route (job, kind, model, converter or not) and where it is first named: the input of
     # the family check that needs the gateway's catalog (check_routes).
     routes: dict[Route, tuple[str, int]] = field(default_factory=dict)
-    truncated: int = 0  # problems found beyond MAX_PROBLEMS
+    truncated: int = 0  # distinct problems found beyond MAX_PROBLEMS
+    found: int = 0  # problems found so far, kept, grouped or not
+    _kept: dict[tuple[str, str | None, str], int] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -65,22 +72,33 @@ class Validation:
             key = (job, kind, OTHER_MODELS)
         self.counts[key] += 1
 
-    @property
-    def found(self) -> int:
-        """Problems found so far, kept or not."""
-        return len(self.problems) + self.truncated
-
     def add(self, problems: list[Problem], cap: int) -> None:
-        room = max(cap - len(self.problems), 0)
-        self.problems.extend(problems[:room])
-        self.truncated += max(len(problems) - room, 0)
+        for problem in problems:
+            self.found += 1
+            key = (problem.file, problem.field, problem.message)
+            index = self._kept.get(key)
+            if index is not None and problem.line is not None:
+                self.problems[index] = self.problems[index].also_at(problem.line)
+            elif len(self.problems) < cap:
+                self._kept[key] = len(self.problems)
+                self.problems.append(problem)
+            else:
+                self.truncated += 1
 
     def raise_if_invalid(self) -> None:
         if self.problems:
-            problems = list(self.problems)
+            problems = in_file_order(self.problems)
             if self.truncated:
                 problems.append(Problem("", None, None, f"... and {self.truncated} more problems"))
             raise ManifestInvalid(problems)
+
+
+def in_file_order(problems: list[Problem]) -> list[Problem]:
+    """Problems by file (in the order the files were first named), then by line."""
+    files: dict[str, int] = {}
+    for problem in problems:
+        files.setdefault(problem.file, len(files))
+    return sorted(problems, key=lambda problem: (files[problem.file], problem.line or 0))
 
 
 @dataclass
@@ -248,17 +266,20 @@ def open_manifest(path: Path) -> Manifest:
 
 
 def _open_yaml(path: Path) -> Manifest:
-    document, lines = _load_yaml(path)
+    document, lines, ambiguous = _load_yaml(path)
     if document is None:
         raise ManifestInvalid(
             [Problem(str(path), 1, None, "is empty; a manifest needs `jobs:` (docs/manifests.md)")]
         )
     if not isinstance(document, dict):
         raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
+    # A value YAML reads differently from how it looks (`kind: no`) is reported as that, not again
+    # as whatever the schema makes of what YAML read.
+    said = [Problem(str(path), line, _field_name(loc), text) for line, loc, text in ambiguous]
     problems = [
-        Problem(str(path), line_of(lines, (key,)), str(key), _NOT_A_FIELD)
+        Problem(str(path), line_of(lines, (key,)), str(key), _not_a_field(str(key), _TOP_FIELDS))
         for key in document
-        if key not in ("run", "jobs")
+        if key not in _TOP_FIELDS
     ]
     settings = RunSettings()
     try:
@@ -267,12 +288,23 @@ def _open_yaml(path: Path) -> Manifest:
         problems += _located(path, error, lines, ("run",))
     specs, found = _job_specs(path, document.get("jobs"), lines)
     problems += found
-    jobs = [YamlJob(spec, index, path, lines).source() for index, spec in specs]
-    return Manifest(path, settings, jobs, problems)
+    # An inline row holding such a value is reported as that alone: what YAML made of it (a
+    # duplicate of another row, say) is not what the user meant.
+    unclear = {loc[:4] for _, loc, _ in ambiguous if loc[:1] == ("jobs",) and loc[2:3] == ("items",)}
+    jobs = [
+        YamlJob(
+            spec, index, path, lines, broken, {row for _, job, _, row in unclear if job == index}
+        ).source()
+        for index, spec, broken in specs
+    ]
+    fields = {problem.field for problem in said}
+    problems = said + [problem for problem in problems if problem.field not in fields]
+    return Manifest(path, settings, jobs, in_file_order(problems))
 
 
-def _load_yaml(path: Path) -> tuple[Any, dict[Path_, int]]:
-    """The YAML document and its line map; raise ManifestInvalid (located) when it cannot be loaded."""
+def _load_yaml(path: Path) -> tuple[Any, dict[Path_, int], list[tuple[int, Path_, str]]]:
+    """The YAML document, its line map and its ambiguities; raise ManifestInvalid (located) when it
+    cannot be loaded (the only problems that hide the rest of the manifest)."""
     import yaml
 
     try:
@@ -280,11 +312,6 @@ def _load_yaml(path: Path) -> tuple[Any, dict[Path_, int]]:
         return load_with_lines(text)
     except (TextFileError, YamlLimitError) as error:
         raise ManifestInvalid([Problem(str(path), error.line, None, error.message)]) from None
-    except YamlAmbiguous as error:
-        located = error.problems
-        raise ManifestInvalid(
-            [Problem(str(path), line, _field_name(loc), text) for line, loc, text in located]
-        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -313,16 +340,18 @@ def _yaml_text(path: Path) -> str:
 
 def _job_specs(
     path: Path, jobs: Any, lines: dict[Path_, int]
-) -> tuple[list[tuple[int, JobSpec]], list[Problem]]:
-    """Every job that is well formed, by its index, and a problem for each mistake in the others."""
+) -> tuple[list[tuple[int, JobSpec, frozenset[str]]], list[Problem]]:
+    """Every job that parses, by its index, with the fields it was refused in (a job refused in some
+    fields is kept without them, so its data file and rows are still checked), and a problem for
+    each mistake."""
     if not isinstance(jobs, list) or not jobs:
         message = (
-            "is required: a list of at least one job"
+            "is required: a list of at least one job; add `jobs:` with `- name: ...` entries"
             if jobs is None
-            else "must be a list of at least one job"
+            else "must be a list of at least one job; write each job as `- name: ...` under `jobs:`"
         )
         return [], [Problem(str(path), line_of(lines, ("jobs",)), "jobs", message)]
-    specs: list[tuple[int, JobSpec]] = []
+    specs: list[tuple[int, JobSpec, frozenset[str]]] = []
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     for index, job in enumerate(jobs):
@@ -336,12 +365,16 @@ def _job_specs(
                 Problem(str(path), line_of(lines, ("jobs", index, "items")), f"jobs[{index}].items", message)
             )
             continue
+        broken: frozenset[str] = frozenset()
         try:
             spec = JobSpec.model_validate(job)
         except ValidationError as error:
             problems += _located(path, error, lines, ("jobs", index))
-            continue
-        if spec.name in seen:
+            salvaged = _without_broken_fields(job, error, index)
+            if salvaged is None:
+                continue
+            spec, broken = salvaged
+        if "name" not in broken and spec.name in seen:
             message = (
                 f"job name '{spec.name}' is already used by jobs[{seen[spec.name]}]; job names are unique"
             )
@@ -349,9 +382,27 @@ def _job_specs(
                 Problem(str(path), line_of(lines, ("jobs", index, "name")), f"jobs[{index}].name", message)
             )
             continue
-        seen[spec.name] = index
-        specs.append((index, spec))
+        seen.setdefault(spec.name, index)
+        specs.append((index, spec, broken))
     return specs, problems
+
+
+def _without_broken_fields(
+    job: Any, error: ValidationError, index: int
+) -> tuple[JobSpec, frozenset[str]] | None:
+    """The job without the fields the schema refused (stand-ins for the required ones), and their
+    names; None when a rule over the whole job failed (no model, not one row source)."""
+    locations = [finding.loc for finding in findings(error)]
+    if not isinstance(job, dict) or any(not loc for loc in locations):
+        return None
+    broken = frozenset(str(loc[0]) for loc in locations)
+    kept = {key: value for key, value in job.items() if key not in broken}
+    stand_ins = {"name": f"job-{index + 1}", "kind": "chat", "model": "-"}
+    kept.update({name: stand_ins[name] for name in broken & stand_ins.keys()})
+    try:
+        return JobSpec.model_validate(kept), broken
+    except ValidationError:
+        return None
 
 
 # Fields that were documented once: say what replaced them rather than "check its spelling".
@@ -359,7 +410,13 @@ _REMOVED = {
     "run.output": "was removed (it never moved the run's files); the run folder is "
     "RUNS_DIR/<run.name>: set --runs-dir or RELAYBATCH_RUNS_DIR",
 }
-_NOT_A_FIELD = "is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+_TOP_FIELDS = ("run", "jobs")
+
+
+def _not_a_field(name: str, allowed: tuple[str, ...] | list[str]) -> str:
+    guess = closest(name, allowed)
+    meant = f"did you mean `{guess}`? " if guess else ""
+    return f"is not a manifest field; {meant}the fields here are {', '.join(allowed)} (docs/manifests.md)"
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
@@ -368,14 +425,14 @@ def _field_name(loc: tuple[Any, ...]) -> str:
 
 
 def _located(path: Path, error: ValidationError, lines: dict[Path_, int], prefix: Path_) -> list[Problem]:
+    """Each finding of the schema in the project's words, at its YAML line."""
+    allowed = list((RunSettings if prefix == ("run",) else JobSpec).model_fields)
     problems = []
-    for detail in error.errors():
-        loc = (*prefix, *detail["loc"])
-        field_name = _field_name(loc)
-        message = str(detail["msg"]).removeprefix("Value error, ")
-        if detail["type"] == "missing":
-            message = "is required"
-        elif detail["type"] == "extra_forbidden":
-            message = _REMOVED.get(field_name, _NOT_A_FIELD)
-        problems.append(Problem(str(path), line_of(lines, loc), field_name or None, message))
+    for finding in findings(error, allowed):
+        full = (*prefix, *finding.loc)
+        field_name = _field_name(full)
+        words = finding.words
+        if finding.type == "extra_forbidden":
+            words = _REMOVED.get(field_name) or _not_a_field(str(finding.loc[-1]), allowed)
+        problems.append(Problem(str(path), line_of(lines, full), field_name or None, words))
     return problems

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from relaybatch.manifests.items import Kind
 from relaybatch.manifests.limits import MAX_BUDGET_USD
+from relaybatch.manifests.wording import FieldRule
 
 UncertainPolicy = Literal["report", "resend"]
 
@@ -93,10 +94,21 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_source_and_a_model(self) -> JobSpec:
-        if (self.items is None) == (self.data is None):
-            raise ValueError("give exactly one of items (inline rows) or data (a CSV, JSONL or Parquet file)")
+        if self.items is not None and self.data is not None:
+            raise FieldRule(
+                "data", "is given with items too, and a job has one source of rows; keep items or data"
+            )
+        if self.items is None and self.data is None:
+            raise ValueError(
+                "has no rows; give data (a CSV, JSONL or Parquet file, e.g. data: rows.csv) "
+                "or items (inline rows)"
+            )
         if self.model is None and self.kind != "web_search":
-            raise ValueError(f"model is required for kind {self.kind}: name a model ID from GET /v1/models")
+            raise FieldRule(
+                "model",
+                f"is required for kind {self.kind}; "
+                "name a model ID from GET /v1/models (e.g. model: relay-chat-small)",
+            )
         return self
 
     @property

@@ -6,9 +6,10 @@ in total ("billion laughs": PyYAML shares aliased nodes, but everything that wal
 the line map, pydantic and the request templates, would copy them out). The line map and the
 Python values are then built from that one node tree.
 
-Two things YAML accepts silently would change what is sent, so the walk over the tree refuses them
-(every one, with its line): a key written twice in one mapping (PyYAML keeps the last), and a plain
-`yes`/`no`/`on`/`off` (YAML 1.1 reads `country: NO` as false, so a prompt would say "False").
+Two things YAML accepts silently would change what is sent, so the walk over the tree reports them
+(every one, with its line; the caller checks the rest of the document too): a key written twice
+in one mapping (PyYAML keeps the last), and a plain `yes`/`no`/`on`/`off` (YAML 1.1 reads
+`country: NO` as false, so a prompt would say "False").
 """
 
 from __future__ import annotations
@@ -31,12 +32,8 @@ class YamlLimitError(ValueError):
         self.message = message
 
 
-class YamlAmbiguous(ValueError):
-    """Values YAML would read differently from how they look: (line, field path, message) each."""
-
-    def __init__(self, problems: list[tuple[int, Path_, str]]) -> None:
-        super().__init__(problems[0][2])
-        self.problems = problems
+# A value YAML would read differently from how it looks: (line, field path, message).
+Ambiguity = tuple[int, Path_, str]
 
 
 # The only booleans a manifest writes plainly; YAML 1.1 also reads yes/no/on/off this way.
@@ -90,30 +87,27 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def load_with_lines(text: str) -> tuple[Any, dict[Path_, int]]:
-    """The parsed document and a map from value path to its 1-based line.
+def load_with_lines(text: str) -> tuple[Any, dict[Path_, int], list[Ambiguity]]:
+    """The parsed document, a map from value path to its 1-based line, and the ambiguities in it.
 
-    Raise yaml.YAMLError for text that is not YAML, YamlLimitError for one past the limits,
-    YamlAmbiguous for duplicate keys and YAML 1.1 booleans such as `no`.
+    Raise yaml.YAMLError for text that is not YAML, YamlLimitError for one past the limits.
+    Duplicate keys and YAML 1.1 booleans such as `no` are returned, not raised, so the rest of
+    the manifest is still checked in the same pass (the document holds what YAML read).
     """
     loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None, {}
+            return None, {}, []
         lines: dict[Path_, int] = {}
-        ambiguous: list[tuple[int, Path_, str]] = []
+        ambiguous: list[Ambiguity] = []
         _walk(node, (), lines, ambiguous)
-        if ambiguous:
-            raise YamlAmbiguous(ambiguous)
-        return loader.construct_document(node), lines
+        return loader.construct_document(node), lines, ambiguous
     finally:
         loader.dispose()
 
 
-def _walk(
-    node: yaml.Node, path: Path_, lines: dict[Path_, int], ambiguous: list[tuple[int, Path_, str]]
-) -> None:
+def _walk(node: yaml.Node, path: Path_, lines: dict[Path_, int], ambiguous: list[Ambiguity]) -> None:
     """Record each value's line; add duplicate keys and YAML 1.1 booleans to ``ambiguous``.
 
     Aliased nodes are walked once per use, which the alias limit of the loader keeps bounded.

@@ -23,9 +23,12 @@ def test_validate_lists_every_located_problem_and_exits_1(write, tmp_path: Path)
     )
     result = CliRunner().invoke(app, ["validate", str(manifest)])
     assert result.exit_code == 1
-    data = tmp_path / "d.csv"
-    assert f"{data}:2: max_tokens: is required" in result.output
-    assert f"{data}:3: max_tokens: is required" in result.output
+    # The job's own request lacks max_tokens: once, at the job's line, not once per row of d.csv.
+    assert (
+        f"{manifest}:2: jobs[0].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)"
+        in (result.output)
+    )
+    assert "d.csv" not in result.output
     assert f"{manifest}:3: has no column missing that the job's templates use" in result.output
     assert "Traceback" not in result.output
 

@@ -53,10 +53,10 @@ def test_the_responses_converters_limits_and_kinds_without_one_are_errors(write,
         '{"custom_id": "c", "method": "POST", "url": "/v1/images/generations", "body": {"model": "m", "prompt": "x", "via": "sideways"}}\n'
     )
     assert _problems(manifest) == [
-        f"{manifest}:8: previous_response_id: the responses converter is stateless; drop it",
-        f"{manifest}:8: store: the responses converter stores no responses; drop it or set it false",
-        f"{manifest}:8: tools[1].type: 'web_search' is a hosted tool, which the responses converter does not run",
-        f"{manifest}:8: text.format: 'json_schema' is a structured output format, which the responses converter does not support",
+        f"{manifest}:7: jobs[0].request.previous_response_id: the responses converter is stateless; drop it",
+        f"{manifest}:7: jobs[0].request.store: the responses converter stores no responses; drop it or set it false",
+        f"{manifest}:7: jobs[0].request.tools[1].type: 'web_search' is a hosted tool, which the responses converter does not run",
+        f"{manifest}:7: jobs[0].request.text.format: 'json_schema' is a structured output format, which the responses converter does not support",
         f"{manifest}:9: jobs[1].via: kind image has no converter route; only chat, responses, messages, generate_content have one",
     ]
     batch = tmp_path / "b.jsonl"

@@ -32,15 +32,20 @@ def test_structure_mistakes_name_their_yaml_line_and_field(write) -> None:
         """,
     )
     problems = _problems(manifest)
-    assert f"{manifest}:2: run.concurrency: Input should be greater than or equal to 1" in problems
-    assert any(
-        p.startswith(f"{manifest}:3: run.uncertain: Input should be 'report' or 'resend'") for p in problems
-    )
-    assert any(p.startswith(f"{manifest}:6: jobs[0].kind: Input should be 'chat'") for p in problems)
     assert (
-        f"{manifest}:11: jobs[1].promt: is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+        f"{manifest}:2: run.concurrency: is 0, below the least allowed (1); use 1 or more (e.g. concurrency: 16)"
         in problems
     )
+    assert f"{manifest}:3: run.uncertain: 'maybe' is not allowed here; use one of report, resend" in problems
+    assert (
+        f"{manifest}:6: jobs[0].kind: 'chatt' is not allowed here; use one of chat, responses, messages, "
+        "generate_content, image, video, video_v1, judgment, web_search (did you mean 'chat'?)"
+    ) in problems
+    assert (
+        f"{manifest}:11: jobs[1].promt: is not a manifest field; did you mean `prompt`? the fields here are "
+        "name, kind, model, request, prompt, system, image, items, data, id, carry, via, budget_usd, provider "
+        "(docs/manifests.md)"
+    ) in problems
 
 
 def test_a_job_needs_a_model_and_exactly_one_row_source(write) -> None:
@@ -53,8 +58,10 @@ def test_a_job_needs_a_model_and_exactly_one_row_source(write) -> None:
         """,
     )
     assert _problems(manifest) == [
-        f"{manifest}:2: jobs[0]: model is required for kind chat: name a model ID from GET /v1/models",
-        f"{manifest}:3: jobs[1]: give exactly one of items (inline rows) or data (a CSV, JSONL or Parquet file)",
+        f"{manifest}:2: jobs[0].model: is required for kind chat; name a model ID from GET /v1/models "
+        "(e.g. model: relay-chat-small)",
+        f"{manifest}:3: jobs[1]: has no rows; give data (a CSV, JSONL or Parquet file, e.g. data: rows.csv) "
+        "or items (inline rows)",
     ]
 
 
@@ -153,8 +160,8 @@ def test_a_run_name_of_dots_and_budgets_too_big_to_show_are_refused(write) -> No
     )
     assert _problems(manifest) == [
         f"{manifest}:1: run.name: '..' is not a folder name; use letters, digits, . _ -",
-        f"{manifest}:1: run.budget_usd: Input should be less than or equal to 1000000000000",
-        f"{manifest}:3: jobs[0].budget_usd: Input should be less than or equal to 1000000000000",
+        f'{manifest}:1: run.budget_usd: is 1e400, above the most allowed (1,000,000,000,000); use 1,000,000,000,000 or less (e.g. budget_usd: "5.00")',
+        f'{manifest}:3: jobs[0].budget_usd: is 2000000000000, above the most allowed (1,000,000,000,000); use 1,000,000,000,000 or less (e.g. budget_usd: "5.00")',
     ]
 
 
@@ -170,8 +177,8 @@ def test_whole_numbers_written_as_floats_are_integers_and_nan_is_refused(write, 
         pa.table({**columns, "max_tokens": [16.0, 16.5, 8.0], "temperature": [0.5, 1.0, float("nan")]}), table
     )
     assert _problems(table) == [
-        f"{table}:2: max_tokens: '16.5' is not a whole number",
-        f"{table}:3: temperature: 'nan' is not a finite number",
+        f"{table}:2: max_tokens: '16.5' is not a whole number; write one (e.g. max_tokens: 64)",
+        f"{table}:3: temperature: 'nan' is not a finite number; write a number (e.g. temperature: 0.2)",
     ]
     csv = write("t.csv", "id,model,prompt,max_tokens,top_p\na,m,x,16.0,0.5\nb,m,y,16,1\n")
     requests = [item.request for item in open_manifest(csv).iter_items()]
@@ -241,7 +248,8 @@ def test_unsafe_placeholders_are_refused(write) -> None:
 def test_missing_data_file_is_named(write) -> None:
     manifest = write("m.yaml", "jobs:\n  - {name: a, kind: chat, model: m, prompt: x, data: none.csv}\n")
     assert _problems(manifest) == [
-        f"{manifest}:2: jobs[0].data: data file 'none.csv' not found next to the manifest"
+        f"{manifest}:2: jobs[0].data: data file 'none.csv' not found next to the manifest; "
+        "check the path (it is relative to m.yaml's folder)"
     ]
 
 
@@ -260,7 +268,7 @@ def test_bad_rows_in_a_data_file_name_the_data_file_and_line(write, tmp_path: Pa
         f"{data}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
         "write one JSON object per line",
         f"{data}:4: is not a JSON object; write one object per line",
-        f"{data}:5: max_tokens: 'lots' is not a number",
+        f"{data}:5: max_tokens: 'lots' is not a number; write a number (e.g. max_tokens: 64)",
     ]
 
 
@@ -317,20 +325,20 @@ def test_one_pass_reports_structure_templates_rows_files_and_kind_checks_togethe
     )
     data, rows = tmp_path / "d.csv", tmp_path / "r.jsonl"
     assert _problems(manifest) == [
-        f"{manifest}:3: colour: is not a manifest field; check its spelling (docs/manifests.md lists the fields)",
-        f"{manifest}:2: run.concurrency: Input should be greater than or equal to 1",
-        f"{manifest}:5: jobs[0].kind: Input should be 'chat', 'responses', 'messages', 'generate_content', "
-        "'image', 'video', 'video_v1', 'judgment' or 'web_search'",
-        f"{manifest}:9: jobs[4].name: job name 'kinds' is already used by jobs[3]; job names are unique",
+        f"{manifest}:2: run.concurrency: is 0, below the least allowed (1); use 1 or more (e.g. concurrency: 16)",
+        f"{manifest}:3: colour: is not a manifest field; the fields here are run, jobs (docs/manifests.md)",
+        f"{manifest}:5: jobs[0].kind: 'chatt' is not allowed here; use one of chat, responses, messages, "
+        "generate_content, image, video, video_v1, judgment, web_search (did you mean 'chat'?)",
         f"{manifest}:6: jobs[1].prompt: names column 'questoin' that d.csv does not have (columns: id, q, photo)",
+        # Once, at the job's line: the request the manifest writes lacks it, whatever the row.
+        f"{manifest}:8: jobs[3].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
+        f"{manifest}:9: jobs[4].name: job name 'kinds' is already used by jobs[3]; job names are unique",
+        f"{manifest}:10: jobs[5].items: gives no rows; give at least one row",
         f"{data}:3: photo: image file 'dog.png' not found (paths are relative to {tmp_path})",
         f"{rows}:1: has no column n that the job's templates use",
         f"{rows}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
         "write one JSON object per line",
-        f"{rows}:3: n: 'lots' is not a number",
-        f"{manifest}:8: max_tokens: is required",
-        f"{manifest}:8: max_tokens: is required",
-        f"{manifest}:10: jobs[5].items: gives no rows; give at least one row",
+        f"{rows}:3: n: 'lots' is not a number; write a number (e.g. n: 1)",
     ]
 
 
@@ -345,9 +353,9 @@ def test_a_row_with_a_bad_input_still_gets_its_gateway_checks(write, tmp_path: P
     )
     data = tmp_path / "d.csv"
     assert _problems(manifest) == [
+        f"{manifest}:2: jobs[0].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
+        f"{manifest}:2: jobs[0].request.temperature: is 3, above the most allowed (1); use 1 or less (e.g. temperature: 0.2)",
         f"{data}:2: photo: image file 'missing.png' not found (paths are relative to {tmp_path})",
-        f"{data}:2: max_tokens: is required",
-        f"{data}:2: temperature: Input should be less than or equal to 1",
     ]
 
 
@@ -381,5 +389,5 @@ def test_gif_inputs_are_refused_for_generate_content_only(write, tmp_path: Path)
     assert _problems(manifest) == [
         f"{manifest}:2: photo: is image/gif, which generate-content does not accept; convert it to PNG, JPEG or WEBP",
         f"{manifest}:2: photo: image file 'pics/none.png' not found (paths are relative to {tmp_path})",
-        f"{manifest}:8: contents.0.parts.0: mimeType image/gif is not accepted; use PNG, JPEG or WEBP",
+        f"{manifest}:7: jobs[2].request.contents[0].parts[0]: mimeType image/gif is not accepted; use PNG, JPEG or WEBP",
     ]

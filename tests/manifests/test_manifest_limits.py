@@ -53,7 +53,7 @@ def test_small_aliases_stay_usable(tmp_path: Path) -> None:
     )
     # `defaults` is not a manifest field: anchors belong inside the fields that use them.
     assert _problems(manifest) == [
-        f"{manifest}:1: defaults: is not a manifest field; check its spelling (docs/manifests.md lists the fields)"
+        f"{manifest}:1: defaults: is not a manifest field; the fields here are run, jobs (docs/manifests.md)"
     ]
     manifest.write_text(
         "jobs:\n"
@@ -112,7 +112,7 @@ def test_too_many_inline_items_is_one_problem_and_other_jobs_are_still_checked(t
     assert _problems(manifest) == [
         f"{manifest}:6: jobs[0].items: has {MAX_INLINE_ITEMS + 1:,} inline rows; a job holds at most "
         f"{MAX_INLINE_ITEMS:,} inline, put the rows in a data file (data: rows.csv, .jsonl or .parquet)",
-        f"{manifest}:{MAX_INLINE_ITEMS + 8}: max_tokens: is required",
+        f"{manifest}:{MAX_INLINE_ITEMS + 8}: jobs[1].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
     ]
 
 

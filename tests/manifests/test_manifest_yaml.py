@@ -173,7 +173,7 @@ def test_iter_items_streams_and_stops_at_the_first_bad_row(write) -> None:
     )
     items = open_manifest(manifest).iter_items()
     assert next(items).item_id == "j-1"
-    with pytest.raises(ManifestInvalid, match="n: Input should be less than or equal to 10"):
+    with pytest.raises(ManifestInvalid, match=r"m\.yaml:2: n: is 99, above the most allowed \(10\)"):
         next(items)
 
 
