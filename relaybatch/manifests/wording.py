@@ -179,6 +179,7 @@ _TYPES = {
     "int_parsing": "a whole number",
     "int_from_float": "a whole number",
     "float_type": "a number",
+    "float_parsing": "a number",
     "dict_type": "a mapping (name: value)",
     "model_type": "a mapping (name: value)",
     "list_type": "a list",
@@ -201,7 +202,7 @@ def _typed(detail: Detail, field: str, allowed: Sequence[str]) -> Said:
 
 
 def _bound(side: str, key: str) -> Callable[[Detail, str, Sequence[str]], Said]:
-    """Words for a number past a bound: side 'least'/'most' (inclusive) or 'above' (exclusive)."""
+    """Words for a number past a bound: side 'least'/'most' (inclusive), 'above'/'below' (exclusive)."""
 
     def say(detail: Detail, field: str, allowed: Sequence[str]) -> Said:
         limit, value = _number(detail["ctx"][key]), _number(detail["input"])
@@ -247,6 +248,7 @@ _SAY: dict[str, Callable[[Detail, str, Sequence[str]], Said]] = {
     "literal_error": _not_allowed,
     **{kind: _typed for kind in _TYPES},
     "greater_than": _bound("above", "gt"),
+    "less_than": _bound("below", "lt"),
     "greater_than_equal": _bound("least", "ge"),
     "less_than_equal": _bound("most", "le"),
     "string_too_short": _too_short,

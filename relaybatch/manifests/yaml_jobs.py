@@ -30,7 +30,7 @@ from relaybatch.structured import STRUCTURED_KINDS, SchemaError, ask_for_schema,
 # misspelt one may be any field), the job's rows are read only for what does not need it (readable
 # rows, images), and the request the manifest writes is not checked: its findings would follow
 # from the mistake already reported.
-_NOT_IN_ITEMS = frozenset({"name", "budget_usd", "provider", "data", "items", "max_reasks"})
+_NOT_IN_ITEMS = frozenset({"name", "budget_usd", "provider", "data", "items", "max_reasks", "noul_threshold"})
 
 
 class YamlJob:
@@ -101,8 +101,6 @@ class YamlJob:
             empty=empty,
             model_where=self._model_where(),
             rows_from=self._rows_from if self._appendable() else None,
-            output_schema=self.output_schema,
-            max_reasks=self.spec.max_reasks,
         )
 
     def _appendable(self) -> bool:

@@ -11,6 +11,9 @@ import pytest
 from manifest_helpers import problems as _problems
 
 from relaybatch.manifests import ManifestInvalid, open_manifest
+from relaybatch.manifests.schema import JobSpec
+
+JOB_FIELDS = ", ".join(JobSpec.model_fields)  # the hint for an unknown job field lists them
 
 
 def test_structure_mistakes_name_their_yaml_line_and_field(write) -> None:
@@ -43,8 +46,7 @@ def test_structure_mistakes_name_their_yaml_line_and_field(write) -> None:
     ) in problems
     assert (
         f"{manifest}:11: jobs[1].promt: is not a manifest field; did you mean `prompt`? the fields here are "
-        "name, kind, model, request, prompt, system, image, items, data, id, carry, via, budget_usd, provider "
-        "(docs/manifests.md)"
+        f"{JOB_FIELDS} (docs/manifests.md)"
     ) in problems
 
 

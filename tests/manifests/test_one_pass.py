@@ -13,6 +13,10 @@ from typer.testing import CliRunner
 from relaybatch.cli import app
 from relaybatch.manifests import open_manifest
 from relaybatch.manifests.problems import MAX_LISTED_RANGES
+from relaybatch.manifests.schema import JobSpec, RunSettings
+
+JOB_FIELDS = ", ".join(JobSpec.model_fields)  # the hint for an unknown field lists them
+RUN_FIELDS = ", ".join(RunSettings.model_fields)
 
 # Four jobs and the ordinary mistakes of a new user: a misspelt run setting and job field, a kind
 # that does not exist, a missing CSV, YAML 1.1's `NO`, a judgment question type, a one-level
@@ -61,8 +65,8 @@ jobs:
       - {scene: a night market, country: SE}
 """
 NIGHTLY_PROBLEMS = [
-    "{m}:3: run.concurency: is not a manifest field; did you mean `concurrency`? the fields here are name, budget_usd, concurrency, rate_limit_rpm, uncertain (docs/manifests.md)",
-    "{m}:8: jobs[0].promt: is not a manifest field; did you mean `prompt`? the fields here are name, kind, model, request, prompt, system, image, items, data, id, carry, via, budget_usd, provider (docs/manifests.md)",
+    "{m}:3: run.concurency: is not a manifest field; did you mean `concurrency`? the fields here are {RUN_FIELDS} (docs/manifests.md)",
+    "{m}:8: jobs[0].promt: is not a manifest field; did you mean `prompt`? the fields here are {JOB_FIELDS} (docs/manifests.md)",
     "{m}:11: jobs[1].kind: 'chatt' is not allowed here; use one of chat, responses, messages, generate_content, image, video, video_v1, judgment, web_search (did you mean 'chat'?)",
     "{m}:14: jobs[1].data: data file 'tags.csv' not found next to the manifest; check the path (it is relative to nightly.yaml's folder)",
     "{m}:22: jobs[2].request.questions.complaint.type: 'yesno' is not allowed here; use one of noul, choice, score",
@@ -86,7 +90,9 @@ def test_the_issues_manifest_gives_every_problem_once_at_its_line(tmp_path: Path
     manifest = _nightly(tmp_path)
     result = CliRunner().invoke(app, ["validate", "--offline", str(manifest)])
     assert result.exit_code == 1
-    expected = [line.format(m=manifest) for line in NIGHTLY_PROBLEMS]
+    expected = [
+        line.format(m=manifest, JOB_FIELDS=JOB_FIELDS, RUN_FIELDS=RUN_FIELDS) for line in NIGHTLY_PROBLEMS
+    ]
     assert result.output.splitlines() == [f"error: {len(expected)} problems in the manifest:", *expected]
 
 
@@ -96,7 +102,10 @@ def test_run_refuses_it_with_the_same_problems_and_writes_nothing(tmp_path: Path
     result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(runs)])
     assert result.exit_code == 1
     for line in NIGHTLY_PROBLEMS:
-        assert line.format(m=manifest) in result.output.splitlines()
+        assert (
+            line.format(m=manifest, JOB_FIELDS=JOB_FIELDS, RUN_FIELDS=RUN_FIELDS)
+            in result.output.splitlines()
+        )
     assert "Traceback" not in result.output
     assert not runs.exists() or not any(runs.iterdir())
 
@@ -173,7 +182,7 @@ def test_a_job_refused_in_one_field_still_has_its_data_file_and_rows_checked(
     problems = [str(problem) for problem in open_manifest(manifest).validate().problems]
     assert problems == [
         f'{manifest}:2: jobs[0].budget_usd: is -1 and must be above 0; use a number above 0 (e.g. budget_usd: "5.00")',
-        f"{manifest}:3: jobs[1].colour: is not a manifest field; the fields here are name, kind, model, request, prompt, system, image, items, data, id, carry, via, budget_usd, provider (docs/manifests.md)",
+        f"{manifest}:3: jobs[1].colour: is not a manifest field; the fields here are {JOB_FIELDS} (docs/manifests.md)",
         f"{tmp_path / 'd.csv'}:3: photo: image file 'dog.png' not found (paths are relative to {tmp_path})",
         f"{manifest}:3: jobs[1].data: data file 'none.csv' not found next to the manifest; check the path (it is relative to m.yaml's folder)",
     ]

@@ -80,6 +80,6 @@ def test_unusable_schemas_are_located(write) -> None:
         for p in problems
     )
     assert any(
-        p.startswith(f"{manifest}:25: jobs[3].max_reasks: Input should be less than or equal to 10")
+        p.startswith(f"{manifest}:25: jobs[3].max_reasks: is 11, above the most allowed (10); use 10 or less")
         for p in problems
     )

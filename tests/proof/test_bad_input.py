@@ -186,14 +186,24 @@ def check_rejected(bad: BadFile, command: str, emulator: Served, entered: list[A
     assert "Traceback" not in output
     # `run` may say what it is checking first; the error is a line of its own.
     assert "\nerror: " in "\n" + output, f"{bad.why}: {output}"
-    located = re.findall(rf"{re.escape(bad.name)}:(\d+):", output)
+    located = _located_lines(bad.name, output)
     assert located, f"{bad.why}: no file:line in {output!r}"
     if bad.line is not None:
-        assert bad.line in {int(line) for line in located}, (
-            f"{bad.why}: expected line {bad.line} in {output!r}"
-        )
+        assert bad.line in located, f"{bad.why}: expected line {bad.line} in {output!r}"
     assert _sent(emulator) == sent_before, f"{bad.why}: a request was sent"
     assert entered == [], f"{bad.why}: the run started"
+
+
+def _located_lines(name: str, output: str) -> set[int]:
+    """The lines problems name: `FILE:LINE: ...`, and `rows 2-19, 25 of FILE: ...` for rows sharing one."""
+    lines = {int(line) for line in re.findall(rf"{re.escape(name)}:(\d+):", output)}
+    for listed in re.findall(
+        rf"(?:rows|lines) ([\d, -]+?)(?: and [\d,]+ more)? of \S*{re.escape(name)}:", output
+    ):
+        for span in listed.split(", "):
+            first, _, last = span.partition("-")
+            lines.update(range(int(first), int(last or first) + 1))
+    return lines
 
 
 any_bad_file = st.one_of(mutated_manifests(), broken_yaml(), bad_csv(), bad_jsonl())
