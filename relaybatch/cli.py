@@ -15,7 +15,7 @@ from relaybatch.console import output_console, table
 from relaybatch.errors import UserError
 
 if TYPE_CHECKING:
-    from relaybatch.run.paths import RunPaths
+    from relaybatch.run_folder import RunPaths
 
 app = typer.Typer(
     help="Run batches of Model Relay Gateway calls from manifests, with checkpoints and exact costs.",
@@ -121,7 +121,7 @@ def _budget_option(value: str | None) -> str | None:
 
 
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
-    from relaybatch.run.paths import run_paths
+    from relaybatch.run_folder import run_paths
 
     return run_paths(runs_dir, run_name).require_existing()
 
@@ -309,7 +309,7 @@ def _run(
     console.print(f"items: {counts} ({changes}); {outcome.sent} requests sent by this execution")
     for path in outcome.results:
         console.print(f"results: {path}")
-    from relaybatch.run.paths import RunPaths
+    from relaybatch.run_folder import RunPaths
 
     ledger = RunPaths(outcome.run_dir).ledger
     if ledger.exists():
@@ -486,7 +486,7 @@ def plan(
     from relaybatch.costs.observed import observed_outputs
     from relaybatch.costs.plan import Plan, make_plan, output_notes
     from relaybatch.manifests import open_manifest
-    from relaybatch.run.paths import runs_dir_or_default
+    from relaybatch.run_folder import runs_dir_or_default
     from relaybatch.settings import Settings
 
     checked = open_manifest(manifest)
@@ -589,10 +589,12 @@ def resolve(
 
     from relaybatch.costs.terminal import list_unknown, settle_unknown
     from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
-    from relaybatch.run.paths import CHECKPOINT_NAME, RunPaths, run_paths
+    from relaybatch.run_folder import RunPaths, run_paths
 
     paths = run_paths(runs_dir, run_name)
-    if not any(paths.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")):  # shards alone need no merge first
+    if not any(
+        folder.checkpoint.exists() for folder in paths.shard_folders()
+    ):  # shards alone need no merge first
         paths.require_existing()
     if call is None:
         # Listing only reads (read-only stores): it needs no lock and lists beside an execution.
@@ -685,7 +687,7 @@ def report(
     if answers:
         from relaybatch.costs.report import run_folders
         from relaybatch.run.answers import answers_table
-        from relaybatch.run.paths import RunPaths
+        from relaybatch.run_folder import RunPaths
 
         for folder in run_folders(settings.runs_dir, run_names or []):
             console.print(answers_table(RunPaths.for_run(settings.runs_dir, folder.name), threshold))
@@ -706,7 +708,7 @@ def merge(
 ) -> None:
     """Fold a run's shard stores into the run's own store and export its results from there."""
     from relaybatch.run import merge_shard_results
-    from relaybatch.run.paths import run_paths
+    from relaybatch.run_folder import run_paths
 
     paths = run_paths(runs_dir, run_name)
     for path in merge_shard_results(paths, shards):

@@ -15,8 +15,8 @@ from relaybatch.emulator.config import DEFAULT_CONFIG_PATH
 from relaybatch.engine import CheckpointStore
 from relaybatch.engine.states import RETRY_POLL
 from relaybatch.manifests import load_items
-from relaybatch.run.paths import RunPaths
 from relaybatch.run.retry import retry_failed
+from relaybatch.run_folder import RunPaths
 
 FORBIDDEN = "access to this model is not enabled for the account (403)"
 

@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 from relaybatch.cli import app
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import load_items
-from relaybatch.run.paths import RunPaths
 from relaybatch.run.snapshot import export_snapshot
+from relaybatch.run_folder import RunPaths
 
 HOLD = """
 import sys, time
 from pathlib import Path
 from relaybatch.run.locking import executing
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 with executing(RunPaths(Path(sys.argv[1]))):
     print("holding", flush=True)
     time.sleep(60)

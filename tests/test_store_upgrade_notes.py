@@ -9,7 +9,7 @@ from pathlib import Path
 from relaybatch.costs import CostStore
 from relaybatch.engine import CheckpointStore
 from relaybatch.run.assemble import upgrade_notes
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 
 FIXTURES = Path(__file__).parent
 CHECKPOINT_LAYOUT1 = FIXTURES / "engine" / "fixtures" / "checkpoint_layout1.sql"

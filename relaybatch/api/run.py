@@ -31,9 +31,9 @@ from relaybatch.engine.progress import ProgressReporter
 from relaybatch.manifests import open_manifest
 from relaybatch.run.assemble import PlannedRun, RunOverrides, plan_run, store_paths
 from relaybatch.run.execution import RunOutcome, run_locally
-from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.retry import Retried, retry_failed
 from relaybatch.run.stopping import InterruptRelay
+from relaybatch.run_folder import RunPaths, run_paths
 from relaybatch.settings import Settings
 
 if TYPE_CHECKING:

@@ -22,15 +22,10 @@ from typing import Any
 
 from relaybatch.cost_model import Budgets
 from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
-from relaybatch.costs.report import (
-    CHECKPOINT_NAME,
-    COST_STORE_NAME,
-    error_label,
-    run_folders,
-    store_folders,
-)
+from relaybatch.costs.report import error_label, run_folders, store_folders
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 MAX_BUCKETS = 1000

@@ -48,9 +48,9 @@ from relaybatch.costs.ledger import (
     build_row,
     write_ledger,
 )
-from relaybatch.costs.report import COST_STORE_NAME, LEDGER_NAME
 from relaybatch.costs.run_budgets import shard_split, spent_beside
 from relaybatch.engine.spend import Refused, SpendFigures
+from relaybatch.run_folder import COST_STORE_NAME, LEDGER_NAME
 
 IN_FLIGHT = "in flight"
 

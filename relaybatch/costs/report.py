@@ -28,12 +28,14 @@ from relaybatch.costs.ledger import (
     write_ledger,
 )
 from relaybatch.errors import UserError
+from relaybatch.run_folder import (
+    CHECKPOINT_NAME,
+    COST_STORE_NAME,
+    LEDGER_NAME,
+    SHARDS_NAME,
+    RunPaths,
+)
 
-COST_STORE_NAME = "costs.sqlite"
-LEDGER_NAME = "ledger.parquet"
-DASHBOARD_NAME = "dashboard.html"
-CHECKPOINT_NAME = "checkpoint.sqlite"
-SHARDS_NAME = "shards"  # a sharded run keeps one set of stores per shard under <run>/shards/
 DISPLAY_QUANTUM = Decimal("0.000001")
 
 # Whether a report may rewrite a store folder's ledger.parquet: entered around the rewrite, it
@@ -350,8 +352,7 @@ def error_label(detail: Any, state: Any) -> str:
 
 def store_folders(run_dir: Path) -> list[Path]:
     """The run folder and its shard folders (``shards/<i>-of-<n>/``), each with its own stores."""
-    shards = run_dir / SHARDS_NAME
-    return [run_dir, *(sorted(path for path in shards.iterdir() if path.is_dir()) if shards.is_dir() else [])]
+    return [folder.root for folder in RunPaths(run_dir).store_folders()]
 
 
 def load_spend(

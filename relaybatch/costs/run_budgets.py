@@ -9,7 +9,6 @@ never the sum of the shares, and each job's budget beside that job's spend (``bu
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,10 +18,10 @@ from typing import Any
 
 from relaybatch.cost_model import Budgets, whole_of_share
 from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.report import CHECKPOINT_NAME, COST_STORE_NAME, SHARDS_NAME, store_folders
+from relaybatch.costs.report import store_folders
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths, shard_of_folder
 
 RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
-_SHARD_FOLDER = re.compile(r"\d+-of-(\d+)")
 
 
 def budget_settings(budgets: Budgets, shards: int = 1) -> dict[str, Any]:
@@ -92,7 +91,7 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
     never pass the budget, in any order of executions, and shards run one after the other still
     get a full share each.
     """
-    run_dir = store_dir.parent.parent if store_dir.parent.name == SHARDS_NAME else store_dir
+    run_dir = RunPaths(store_dir).run_root
     split = _split(store_dir, run_dir) if store_dir != run_dir else 0
     outside: list[Spend] = []
     siblings: list[Spend] = []
@@ -174,12 +173,12 @@ def budget_uses(
 
 def shard_split(store_dir: Path) -> int:
     """N for a shard's folder (``<run>/shards/<i>-of-<N>``), 1 for the run's own folder."""
-    return _split(store_dir, store_dir.parent.parent) if store_dir.parent.name == SHARDS_NAME else 1
+    return RunPaths(store_dir).shard_count or 1
 
 
 def _split(folder: Path, run_dir: Path) -> int:
-    match = _SHARD_FOLDER.fullmatch(folder.name) if folder != run_dir else None
-    return int(match[1]) if match else 1
+    split = shard_of_folder(folder.name) if folder != run_dir else None
+    return split[1] if split else 1
 
 
 def _read(checkpoint: Path) -> tuple[str, dict[str, Any]] | None:

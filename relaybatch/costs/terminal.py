@@ -17,11 +17,6 @@ from relaybatch.console import table
 from relaybatch.costs.dashboard import write_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import (
-    CHECKPOINT_NAME,
-    COST_STORE_NAME,
-    DASHBOARD_NAME,
-    LEDGER_NAME,
-    SHARDS_NAME,
     LedgerGuard,
     RunSpend,
     display_usd,
@@ -31,6 +26,14 @@ from relaybatch.costs.report import (
 )
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.errors import UserError
+from relaybatch.run_folder import (
+    CHECKPOINT_NAME,
+    COST_STORE_NAME,
+    DASHBOARD_NAME,
+    LEDGER_NAME,
+    RunPaths,
+    shard_of_folder,
+)
 
 COMBINED_DASHBOARD_NAME = "relaybatch-report.html"
 TABLES = (("job", ("run", "job")), ("model", ("model", "provider")), ("kind", ("kind",)), ("day", ("day",)))
@@ -162,7 +165,10 @@ def run_report(
 def store_label(run_dir: Path, folder: Path) -> str:
     """How `relaybatch resolve` names a store folder: ``run`` for the run's own, ``I/N`` for shard I
     of N (what ``--store`` takes)."""
-    return "run" if folder == run_dir else folder.name.replace("-of-", "/")
+    if folder == run_dir:
+        return "run"
+    split = shard_of_folder(folder.name)
+    return folder.name if split is None else f"{split[0]}/{split[1]}"
 
 
 def cost_folders(run_dir: Path, only: str | None = None) -> list[Path]:
@@ -175,7 +181,7 @@ def cost_folders(run_dir: Path, only: str | None = None) -> list[Path]:
             raise UserError(
                 f"--store {only!r}: write `run` (the run's own store) or a shard as I/N, e.g. 1/2"
             )
-        folder = run_dir if match is None else run_dir / SHARDS_NAME / f"{match[1]}-of-{match[2]}"
+        folder = run_dir if match is None else RunPaths(run_dir).shard(int(match[1]), int(match[2])).root
         if not (folder / COST_STORE_NAME).exists():
             what = "run" if match is None else f"shard {match[1]}/{match[2]} of run"
             raise UserError(

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from relaybatch.files import write_bytes_atomically
 from relaybatch.gateway.media import decode_base64_media
+from relaybatch.run_folder import RunPaths
 
 if TYPE_CHECKING:
     from relaybatch.gateway import GatewayClient
@@ -104,7 +105,7 @@ def files_missing(run_dir: Path, result: dict[str, Any] | None) -> bool:
     paths = (result or {}).get("media_paths")
     if not isinstance(paths, list):
         return True
-    homes = [run_dir, *sorted(run_dir.glob("shards/*-of-*"))]
+    homes = [folder.root for folder in RunPaths(run_dir).store_folders()]
     return not all(any((home / str(path)).is_file() for home in homes) for path in paths)
 
 

@@ -23,7 +23,6 @@ from relaybatch.run.execution import (
     run_locally,
 )
 from relaybatch.run.locking import RunBusy, executing, holder_of
-from relaybatch.run.paths import RunPaths, run_paths, runs_dir_or_default
 from relaybatch.run.sharding import Shard, merge_shard_results, shard_count_on_disk, shard_folders
 from relaybatch.run.views import (
     Failure,
@@ -36,6 +35,7 @@ from relaybatch.run.views import (
     spend_lines,
     total_spend,
 )
+from relaybatch.run_folder import RunPaths, run_paths, runs_dir_or_default
 
 __all__ = [
     "ExecuteResult",

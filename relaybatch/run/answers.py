@@ -10,7 +10,7 @@ from rich.table import Table
 
 from relaybatch.console import table
 from relaybatch.errors import UserError
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 

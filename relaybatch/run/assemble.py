@@ -37,9 +37,9 @@ from relaybatch.manifests import Manifest, Validation, open_manifest
 from relaybatch.manifests.images import noting_image_reads
 from relaybatch.run import fingerprint, identity
 from relaybatch.run.locking import executing
-from relaybatch.run.paths import RunPaths, run_paths
 from relaybatch.run.reuse import Reused, reuse_answers
 from relaybatch.run.sharding import Shard
+from relaybatch.run_folder import RunPaths, run_paths
 
 if TYPE_CHECKING:
     from relaybatch.cost_model import Budgets
@@ -127,8 +127,7 @@ def manifest_sha256(path: Path) -> str:
 
 def store_paths(run: RunPaths) -> list[Path]:
     """Every checkpoint store of a run that exists: the run's own, then each shard's (any split)."""
-    shards = sorted(run.shards.glob("*-of-*/checkpoint.sqlite")) if run.shards.is_dir() else []
-    return [path for path in [run.checkpoint, *shards] if path.exists()]
+    return run.checkpoints()
 
 
 class OtherStores:

@@ -35,9 +35,9 @@ from relaybatch.run.assemble import (
     result_of,
 )
 from relaybatch.run.locking import executing, exporting
-from relaybatch.run.paths import RunPaths
 from relaybatch.run.sharding import Shard
 from relaybatch.run.stopping import InterruptRelay, interrupt_at_once, stop_on_signals
+from relaybatch.run_folder import RunPaths
 
 if TYPE_CHECKING:
     from relaybatch.shared_limit import SharedLimit

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from relaybatch.engine import CheckpointStore
 from relaybatch.errors import UserError
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 
 
 def identity_of(manifest_path: Path, files: Mapping[str, str], images: Mapping[str, str]) -> str:

@@ -28,7 +28,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import shlex
 import socket
 import sys
@@ -40,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from relaybatch.errors import UserError
-from relaybatch.run.paths import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths
+from relaybatch.run_folder import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths
 
 # A look at the lock lasts microseconds; a real holder keeps it for the whole execution.
 LOOK_TRIES = 5
@@ -257,9 +256,9 @@ MERGE_ADVICE = (
 
 def what_runs_in(paths: RunPaths) -> str:
     """``run 'big'`` or ``shard 1/2 of run 'big'``, from a run's or a shard's folder."""
-    shard = re.fullmatch(r"(\d+)-of-(\d+)", paths.root.name)
-    if shard and paths.root.parent.name == SHARDS_NAME:
-        return f"shard {shard[1]}/{shard[2]} of run '{paths.root.parent.parent.name}'"
+    split = paths.shard_split
+    if split:
+        return f"shard {split[0]}/{split[1]} of run '{paths.root.parent.parent.name}'"
     return f"run '{paths.name}'"
 
 
@@ -287,11 +286,10 @@ def sending(paths: RunPaths) -> Iterator[None]:
             yield
         return
     with _held(lock, lambda: _run_busy(run, paths), shared=True):
-        split = paths.root.name.partition("-of-")[2]
         others = [
             holder.describe()
-            for folder in sorted(paths.root.parent.glob("*-of-*"))
-            if folder.name.partition("-of-")[2] != split and (holder := holder_of(folder)) is not None
+            for folder in run.shard_folders()
+            if folder.shard_count != paths.shard_count and (holder := holder_of(folder.root)) is not None
         ]
         if others:
             raise RunBusy(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from relaybatch.engine import CheckpointStore
 from relaybatch.run.locking import executing
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 
 RETRY_DETAIL = "put back to pending by --retry-failed"
 

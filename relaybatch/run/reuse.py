@@ -23,7 +23,7 @@ from typing import Any
 
 from relaybatch.engine import DONE, PENDING, Change, CheckpointStore
 from relaybatch.engine.store import Row, now_ms
-from relaybatch.run.paths import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths
 
 PAGE_ITEMS = 1000  # pending items looked up at a time in each other store
 
@@ -61,8 +61,7 @@ def reuse_sources(run: RunPaths, reuse: str | Sequence[str]) -> tuple[list[RunPa
 
 def _stores_of(run: RunPaths) -> list[Path]:
     """A run's checkpoint stores: its own and its shards'."""
-    shards = sorted(run.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")) if run.shards.is_dir() else []
-    return [path for path in [run.checkpoint, *shards] if path.exists()]
+    return run.checkpoints()
 
 
 def reuse_answers(paths: RunPaths, reuse: str | Sequence[str]) -> Reused:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from relaybatch.errors import UserError
 from relaybatch.run.locking import merging
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths, shard_folder_name
 
 _SHARD_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -51,14 +51,14 @@ class Shard:
 
     @property
     def folder_name(self) -> str:
-        return f"{self.index}-of-{self.count}"
+        return shard_folder_name(self.index, self.count)
 
     def contains(self, key: str) -> bool:
         digest = hashlib.sha256(key.encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
 
     def paths(self, run: RunPaths) -> RunPaths:
-        return RunPaths(run.shards / self.folder_name)
+        return run.shard(self.index, self.count)
 
 
 def shard_folders(run: RunPaths, count: int) -> list[RunPaths]:
@@ -72,11 +72,7 @@ def shard_folders(run: RunPaths, count: int) -> list[RunPaths]:
 
 def shard_count_on_disk(run: RunPaths) -> int:
     """The split the run's shard folders were made with; exactly one split may be present."""
-    counts = {
-        int(match[1])
-        for folder in (run.shards.iterdir() if run.shards.is_dir() else [])
-        if (match := re.fullmatch(r"\d+-of-(\d+)", folder.name))
-    }
+    counts = {split[1] for folder in run.shard_folders() if (split := folder.shard_split)}
     if not counts:
         raise UserError(f"no shards under {run.shards}: run `relaybatch run FILE --shard 1/N` first")
     if len(counts) > 1:
@@ -93,7 +89,7 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
         folders = shard_folders(run, count)
     else:
         shard_count_on_disk_or_any(run)
-        folders = [RunPaths(folder) for folder in sorted(run.shards.glob("*-of-*")) if folder.is_dir()]
+        folders = run.shard_folders()
     # Refused while the run or one of these shards is executing (run/locking.py): the merge would
     # race the run's own writes, or fold a shard in half-done.
     with merging(run, folders), CheckpointStore(run.checkpoint) as store:
@@ -105,5 +101,5 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
 
 def shard_count_on_disk_or_any(run: RunPaths) -> None:
     """Raise when the run has no shard folders at all."""
-    if not run.shards.is_dir() or not any(run.shards.glob("*-of-*")):
+    if not run.shard_folders():
         raise UserError(f"no shards under {run.shards}: run `relaybatch run FILE --shard 1/N` first")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from relaybatch.engine import CheckpointStore, export_results
-from relaybatch.run.paths import RunPaths
+from relaybatch.run_folder import RunPaths
 
 
 @dataclass(frozen=True)

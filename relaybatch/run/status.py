@@ -19,8 +19,8 @@ from relaybatch.engine.poller import MEDIA_MISSING_MESSAGE
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
-from relaybatch.run.paths import runs_dir_or_default
 from relaybatch.run.views import RunMoney, run_money
+from relaybatch.run_folder import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
 LISTED = 20

@@ -3,6 +3,7 @@
     <runs>/<name>/checkpoint.sqlite   items, states, events (engine.CheckpointStore)
     <runs>/<name>/costs.sqlite        the cost ledger's own store (costs.CostStore)
     <runs>/<name>/ledger.parquet      the ledger, exported
+    <runs>/<name>/dashboard.html      the run's dashboard (relaybatch report)
     <runs>/<name>/results/<job>.parquet
     <runs>/<name>/media/              files the gateway returned (images, videos, audio)
     <runs>/<name>/snapshot/           results/ and ledger.parquet exported beside an execution
@@ -10,11 +11,15 @@
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
 
-Every other module asks ``RunPaths`` for these names instead of spelling them.
+Every other module asks ``RunPaths`` for these names instead of spelling them, and for the shard
+folders' names (``shard_folder_name``, ``shard_of_folder``, ``RunPaths.shard_folders``). The module
+sits below the engine (the engine's media check and the costs' reports read these folders too), so
+it imports nothing of relaybatch but its errors and, when asked for the default, its settings.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +28,26 @@ from relaybatch.errors import UserError
 CHECKPOINT_NAME = "checkpoint.sqlite"
 COST_STORE_NAME = "costs.sqlite"
 LEDGER_NAME = "ledger.parquet"
+DASHBOARD_NAME = "dashboard.html"
 RESULTS_NAME = "results"
 MEDIA_NAME = "media"
 SHARDS_NAME = "shards"
 SNAPSHOT_NAME = "snapshot"
 LOCK_NAME = "execution.lock"
 SENDING_LOCK_NAME = "sending.lock"
+# A shard's folder under <run>/shards/: "<index>-of-<count>".
+_SHARD_FOLDER = re.compile(r"(\d+)-of-(\d+)")
+
+
+def shard_folder_name(index: int, count: int) -> str:
+    """The folder of shard ``index`` of ``count`` under the run's ``shards/``: "2-of-4"."""
+    return f"{index}-of-{count}"
+
+
+def shard_of_folder(name: str) -> tuple[int, int] | None:
+    """(index, count) of a shard folder's name ("2-of-4" -> (2, 4)); None for any other name."""
+    match = _SHARD_FOLDER.fullmatch(name)
+    return (int(match[1]), int(match[2])) if match else None
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,40 @@ class RunPaths:
         return RunPaths(self.root / SNAPSHOT_NAME)
 
     @property
+    def dashboard(self) -> Path:
+        return self.root / DASHBOARD_NAME
+
+    def shard(self, index: int, count: int) -> RunPaths:
+        """The folder of shard ``index`` of ``count`` of this run."""
+        return RunPaths(self.shards / shard_folder_name(index, count))
+
+    def shard_folders(self) -> list[RunPaths]:
+        """Every shard folder of this run that exists (any split), in name order."""
+        if not self.shards.is_dir():
+            return []
+        found = [path for path in self.shards.iterdir() if path.is_dir() and shard_of_folder(path.name)]
+        return [RunPaths(path) for path in sorted(found)]
+
+    def store_folders(self) -> list[RunPaths]:
+        """This run's folder, then each of its shards': every folder that may hold a run's stores."""
+        return [self, *self.shard_folders()]
+
+    def checkpoints(self) -> list[Path]:
+        """Every checkpoint store of this run that exists: its own, then each shard's (any split)."""
+        return [folder.checkpoint for folder in self.store_folders() if folder.checkpoint.exists()]
+
+    @property
+    def shard_split(self) -> tuple[int, int] | None:
+        """(index, count) when this is a shard's folder (``<run>/shards/<i>-of-<n>``), else None."""
+        return shard_of_folder(self.root.name) if self.root.parent.name == SHARDS_NAME else None
+
+    @property
+    def shard_count(self) -> int | None:
+        """N of a shard's folder (the split it belongs to), None for the run's own folder."""
+        split = self.shard_split
+        return split[1] if split else None
+
+    @property
     def lock(self) -> Path:
         return self.root / LOCK_NAME
 
@@ -90,7 +143,7 @@ class RunPaths:
 
     def require_existing(self) -> RunPaths:
         if not self.checkpoint.exists():
-            if any(self.shards.glob(f"*-of-*/{CHECKPOINT_NAME}")):
+            if any(folder.checkpoint.exists() for folder in self.shard_folders()):
                 raise UserError(
                     f"run {self.name} has only shard stores so far: `relaybatch merge {self.name}` "
                     "folds them into the run (or run the manifest without --shard)"
