@@ -50,6 +50,8 @@ EXPORTED: dict[str, list[str]] = {
         "parse_pricing",
         "price_call",
         "prices_for",
+        "projected_total",
+        "projection_warning",
         "token_counts",
         "usage_for_call",
         "web_search_prices",

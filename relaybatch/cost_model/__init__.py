@@ -15,7 +15,15 @@ outside imports this face:
 - ``budget.py``: reservations against the run's and each job's budget.
 """
 
-from relaybatch.cost_model.budget import RUN_SCOPE, Budget, Budgets, Refusal, whole_of_share
+from relaybatch.cost_model.budget import (
+    RUN_SCOPE,
+    Budget,
+    Budgets,
+    Refusal,
+    projected_total,
+    projection_warning,
+    whole_of_share,
+)
 from relaybatch.cost_model.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
 from relaybatch.cost_model.expected import EXPECTED_ANSWER_TOKENS, REASONING_UNKNOWN, Expected, expected_usage
 from relaybatch.cost_model.price import COMPONENTS, TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
@@ -61,6 +69,8 @@ __all__ = [
     "parse_pricing",
     "price_call",
     "prices_for",
+    "projected_total",
+    "projection_warning",
     "token_counts",
     "usage_for_call",
     "web_search_prices",

@@ -26,6 +26,24 @@ def whole_of_share(share: Decimal, split: int) -> Decimal:
     return (share * split).quantize(_WHOLE_QUANTUM).normalize()
 
 
+def projected_total(spent: Decimal, settled_items: int, open_items: int) -> Decimal | None:
+    """The run's projected total: what it spent, plus each item still open at the mean cost of the
+    items settled so far (spent + remaining x observed mean); None before any item settled."""
+    if settled_items <= 0:
+        return None
+    return spent + open_items * spent / settled_items
+
+
+def projection_warning(projected: Decimal | None, budget: Decimal | None) -> str | None:
+    """Said early, while the run goes: the budget will not cover what the answers so far project."""
+    if projected is None or budget is None or projected <= budget:
+        return None
+    return (
+        f"at the cost of the answers so far the run will need about ${projected:.4f}, more than its "
+        f"${budget} budget: it will stop before the end unless the budget is raised (--budget)"
+    )
+
+
 @dataclass(frozen=True)
 class Budgets:
     """The limits a run was given (USD; None = no limit): the run's and each job's."""

@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from relaybatch.console import output_console
+from relaybatch.cost_model import projected_total
 from relaybatch.engine.spend import SpendFigures
 from relaybatch.engine.states import (
     ALL_STATES,
@@ -268,6 +269,9 @@ def money_text(snapshot: Snapshot) -> str:
         f"unknown {_usd(money.unknown_usd)}",
         f"reserved {_usd(money.reserved_usd)}",
     ]
+    projected = projection(snapshot)
+    if projected is not None:
+        parts.append(f"projected {_usd(projected)}")
     if money.budget_usd is None:
         parts.append("no budget")
     else:
@@ -275,7 +279,19 @@ def money_text(snapshot: Snapshot) -> str:
         share = 100 * used / money.budget_usd if money.budget_usd else Decimal(100)
         whose = f"this shard's 1/{money.shards} of the run's, " if money.shards > 1 else ""
         parts.append(f"budget {_usd(money.budget_usd)} ({whose}{share:.1f}% used)")
+        if projected is not None and projected > money.budget_usd:
+            parts.append("WARNING: the projection exceeds the budget")
     return " · ".join(parts)
+
+
+def projection(snapshot: Snapshot) -> Decimal | None:
+    """The run's projected total from the answers so far (cost_model.projected_total): what the
+    budget counts as spent, plus every item still open at the mean cost of the items that ended."""
+    money = snapshot.money
+    if money is None or snapshot.remaining is None:
+        return None
+    ended = sum(snapshot.ended_of(kind) for kind in snapshot.kind_names())
+    return projected_total(money.spent_usd + money.unknown_usd, ended, snapshot.remaining)
 
 
 def eta_text(shown: Figures) -> str:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from relaybatch.console import table as folding_table
+from relaybatch.cost_model import projected_total, projection_warning
 from relaybatch.costs.report import display_usd, store_folders
 from relaybatch.engine.poller import MEDIA_MISSING_MESSAGE
 from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
@@ -101,7 +102,7 @@ def money_table(money: RunMoney) -> Table:
     return table
 
 
-def money_line(money: RunMoney, executing: bool) -> str:
+def money_line(money: RunMoney, executing: bool, items: tuple[int, int] | None = None) -> str:
     """Spent (known), unknown outcomes, calls in flight, the total the budgets count, and what is
     left of the run's budget, as one line. With no execution running, calls still reserved were
     left in flight by one that ended without their answer: unknown outcomes once the run resumes."""
@@ -123,7 +124,21 @@ def money_line(money: RunMoney, executing: bool) -> str:
             f"{spend.unknown_calls - spend.unknown_outcomes} call(s) charged at a price not known"
         )
     parts.append(f"total {display_usd(spend.total_usd)}")
+    # ``items``: (ended, still open); the projection prices the open ones at the ended ones' mean.
+    # ``items``: (ended, still open); the projection prices the open ones (those in flight too) at
+    # the ended ones' mean, so the worst case reserved for calls in flight is left out of it.
+    ended, still_open = items or (0, 0)
+    settled = spend.total_usd - spend.in_flight_usd
+    projected = projected_total(settled, ended, still_open) if still_open else None
     run_line = money.lines()[-1]
+    budget = None if run_line.budget is None else run_line.budget.budget_usd
+    if projected is not None:
+        parts.append(
+            f"projected {display_usd(projected)} for the {still_open:,} item(s) still open at the mean so far"
+        )
+        warning = projection_warning(projected, budget)
+        if warning:
+            parts.append(f"WARNING: {warning}")
     if run_line.budget is None:
         parts.append("no run budget")
     else:
@@ -132,9 +147,9 @@ def money_line(money: RunMoney, executing: bool) -> str:
     return "; ".join(parts)
 
 
-def money_parts(run_dir: Path) -> list[Table | Text]:
+def money_parts(run_dir: Path, items: tuple[int, int] | None = None) -> list[Table | Text]:
     """The run's money, read-only beside a running execution; a store it cannot read is named, and
-    the rest of the status still shows."""
+    the rest of the status still shows. ``items`` (ended, open) adds the projected total."""
     try:
         money = run_money(run_dir)
     except sqlite3.Error as error:
@@ -146,7 +161,7 @@ def money_parts(run_dir: Path) -> list[Table | Text]:
     if not money.spend.calls and money.budgets.run_usd is None and not money.budgets.job_usd:
         return [Text("money: nothing spent yet; no budget")]
     parts: list[Table | Text] = [money_table(money)] if money.spend.calls or money.budgets.job_usd else []
-    return [*parts, Text(f"money: {money_line(money, executing)}")]
+    return [*parts, Text(f"money: {money_line(money, executing, items)}")]
 
 
 def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None) -> list[Table | Text]:
@@ -190,8 +205,10 @@ def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
 
 def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -> Group:
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
-    parts.extend(money_parts(store.path.parent))
     counts = store.count_by_state()
+    ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES and state != SUPERSEDED)
+    still_open = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
+    parts.extend(money_parts(store.path.parent, (ended, still_open)))
     limit = None if show_all else LISTED
     for state in EXPLAINED:
         table = items_table(store, state, limit)

@@ -243,3 +243,36 @@ def test_status_follows_a_run_executing_in_another_process_without_slowing_it(tm
 
     line = money_line(_relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow).stdout)
     assert "reserved by an execution that ended without their answer" in line  # killed mid-flight
+
+
+def test_status_projects_the_total_and_warns_when_the_budget_will_not_cover_it() -> None:
+    from relaybatch.cost_model import Budgets as RunBudgets
+    from relaybatch.costs.report import RunSpend
+    from relaybatch.run.status import money_line as status_money_line
+    from relaybatch.run.views import RunMoney
+
+    spend = RunSpend(["demo"])
+    for _ in range(10):  # ten items ended at 0.05 USD each
+        spend.add(
+            {
+                "job": "a",
+                "usd": "0.05",
+                "known_usd": "0.05",
+                "reserved_usd": None,
+                "priced": 1,
+                "outcome": "charged",
+            }
+        )
+    money = RunMoney(spend, RunBudgets(run_usd=Decimal("2")), 0)
+
+    covered = status_money_line(money, False, (10, 20))
+    short = status_money_line(money, False, (10, 90))
+
+    assert "projected $1.500000 for the 20 item(s) still open at the mean so far" in covered
+    assert "WARNING" not in covered
+    assert "projected $5.000000 for the 90 item(s) still open" in short
+    assert (
+        "WARNING: at the cost of the answers so far the run will need about $5.0000, more than its $2 budget"
+        in short
+    )
+    assert short.endswith("run budget $2.000000, $1.500000 remaining")

@@ -34,7 +34,7 @@ from relaybatch.engine import (
     execute,
     progress_for,
 )
-from relaybatch.engine.progress import KindTotals, Rates, figures, render
+from relaybatch.engine.progress import KindTotals, Rates, figures, money_text, render
 from relaybatch.engine.spend import SpendFigures
 from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy
@@ -78,7 +78,19 @@ def test_the_display_answers_how_far_how_fast_why_and_how_much() -> None:
     assert re.search(r"video\s.*━.*\s8/100\s+8\.0%\s+0\s+0\.8\s+0:01:55", text), text
     assert "elapsed 0:00:10 · 10.0 items/s · ETA 0:01:55" in text
     assert "in flight 12 · queued 5 · polling 30 · 429s 4 · retries 3 · limit 119 rpm (429)" in text
-    assert "spent $1.5000 · unknown $0.2500 · reserved $0.2500 · budget $10.0000 (20.0% used)" in text
+    # Projected: spent + unknown, plus the 200 open items at the mean of the 108 ended (1.75 / 108 each).
+    assert "spent $1.5000 · unknown $0.2500 · reserved $0.2500 · projected $4.9907 · budget $10.0000" in text
+    assert "WARNING" not in text
+
+
+def test_the_display_warns_when_the_projection_exceeds_the_budget() -> None:
+    money = SpendFigures(Decimal("1.5"), Decimal("0.25"), Decimal("0.25"), Decimal("4"))
+
+    text = money_text(replace(SNAPSHOT, money=money))
+
+    assert text.endswith(
+        "projected $4.9907 · budget $4.0000 (50.0% used) · WARNING: the projection exceeds the budget"
+    )
 
 
 def test_finished_is_not_done_uncertain_items_are_said() -> None:
