@@ -25,7 +25,7 @@ from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
 from relaybatch.costs.report import error_label, run_folders, store_folders
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RESULTS_NAME
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 MAX_BUCKETS = 1000
@@ -267,7 +267,6 @@ def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> Non
         store.close()
 
 
-RESULTS_NAME = "results"  # <run>/results/<job>.parquet (run/paths.py)
 # The dashboard's answers table counts a confidence below this as unsure (the report's default).
 UNSURE_BELOW = 0.5
 

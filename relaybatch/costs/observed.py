@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.report import COST_STORE_NAME
+from relaybatch.run_folder import COST_STORE_NAME
 
 
 @dataclass(frozen=True)
