@@ -24,7 +24,7 @@ from relaybatch.cost_model.budget import (
     projection_warning,
     whole_of_share,
 )
-from relaybatch.cost_model.calls import ROUTE_PRICED_KINDS, call_model, prices_for, usage_for_call
+from relaybatch.cost_model.calls import call_model, prices_for, usage_for_call
 from relaybatch.cost_model.expected import EXPECTED_ANSWER_TOKENS, REASONING_UNKNOWN, Expected, expected_usage
 from relaybatch.cost_model.price import COMPONENTS, TIER_THRESHOLD_TOKENS, CallCost, CostComponent, price_call
 from relaybatch.cost_model.pricing import (
@@ -39,6 +39,7 @@ from relaybatch.cost_model.pricing import (
 )
 from relaybatch.cost_model.usage import USAGE_READERS, UsageCounts, UsageError, token_counts
 from relaybatch.cost_model.worst_case import TOKEN_KINDS, output_cap, worst_case_usd
+from relaybatch.kinds import ROUTE_PRICED_KINDS
 
 __all__ = [
     "COMPONENTS",

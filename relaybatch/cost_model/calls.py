@@ -21,18 +21,15 @@ from relaybatch.cost_model.usage import (
     web_search_usage,
 )
 from relaybatch.cost_model.worst_case import V1_DEFAULT_SECONDS, V2_DEFAULT_SECONDS
+from relaybatch.kinds import VIDEO_KINDS, VIDEO_V1, WEB_SEARCH
 
-# Kinds priced by the pricing route; the others follow fixed rules of the interface.
-ROUTE_PRICED_KINDS = frozenset(
-    {"chat", "responses", "messages", "generate_content", "image", "video", "video_v1"}
-)
 WEB_SEARCH_MODEL = "web_search"
 # Request flags that ask for a soundtrack (the interface does not name one; these are the common ones).
 AUDIO_FLAGS = ("audio", "with_audio", "generate_audio")
 
 
 def call_model(kind: str, request: Mapping[str, Any]) -> str:
-    if kind == "web_search":
+    if kind == WEB_SEARCH:
         return str(request.get("route") or "search")
     return str(request.get("model") or "")
 
@@ -43,7 +40,7 @@ def prices_for(
     model = call_model(kind, request)
     if kind == "judgment":
         return judgment_prices(model)
-    if kind == "web_search":
+    if kind == WEB_SEARCH:
         return web_search_prices(model)
     return book.get(model, provider)
 
@@ -69,7 +66,7 @@ def _image_count(request: Mapping[str, Any]) -> int:
 
 def _video(kind: str, request: Mapping[str, Any], result: Mapping[str, Any]) -> UsageCounts:
     remote = _remote(result)
-    default = V1_DEFAULT_SECONDS if kind == "video_v1" else V2_DEFAULT_SECONDS
+    default = V1_DEFAULT_SECONDS if kind == VIDEO_V1 else V2_DEFAULT_SECONDS
     seconds = seconds_value(remote.get("seconds"), None) or seconds_value(request.get("seconds"), default)
     quote = seconds_value(remote.get("quote_usd"), None) if kind == "video" else None
     return video_usage(seconds or default, with_audio=_with_audio(request), quote_usd=quote)
@@ -87,8 +84,8 @@ def usage_for_call(kind: str, request: Mapping[str, Any], result: Mapping[str, A
     if kind == "image":
         # The gateway bills the images asked for (per-image models), whatever arrived intact.
         return images_usage(usage, images=_image_count(request))
-    if kind in ("video", "video_v1"):
+    if kind in VIDEO_KINDS:
         return _video(kind, request, result)
-    if kind == "web_search":
+    if kind == WEB_SEARCH:
         return web_search_usage(succeeded=True)
     raise ValueError(f"no usage reader for kind {kind!r}")

@@ -43,6 +43,7 @@ from relaybatch.cost_model.worst_case import (
     V2_DEFAULT_SECONDS,
     output_cap,
 )
+from relaybatch.kinds import VIDEO_KINDS, VIDEO_V1, WEB_SEARCH
 
 CHARS_PER_TOKEN = 4
 TOKENS_PER_TURN = 3
@@ -231,7 +232,7 @@ def with_audio(request: Mapping[str, Any]) -> bool:
 
 
 def video_seconds(kind: str, request: Mapping[str, Any]) -> Decimal:
-    default = V1_DEFAULT_SECONDS if kind == "video_v1" else V2_DEFAULT_SECONDS
+    default = V1_DEFAULT_SECONDS if kind == VIDEO_V1 else V2_DEFAULT_SECONDS
     return seconds_value(request.get("seconds") or request.get("duration"), default) or default
 
 
@@ -259,10 +260,10 @@ def expected_usage(kind: str, request: Mapping[str, Any], prices: ModelPrices | 
         return _token_call(kind, request, prices)
     if kind == "image":
         return _image_call(request)
-    if kind in ("video", "video_v1"):
+    if kind in VIDEO_KINDS:
         return _video_call(kind, request)
     if kind == "judgment":
         return _judgment_call(request)
-    if kind == "web_search":
+    if kind == WEB_SEARCH:
         return Expected(UsageCounts(requests=1))
     raise ValueError(f"no estimate for kind {kind!r}")

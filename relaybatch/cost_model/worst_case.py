@@ -20,6 +20,7 @@ from typing import Any
 
 from relaybatch.cost_model.pricing import ModelPrices, judgment_prices, web_search_prices
 from relaybatch.cost_model.usage import seconds_value
+from relaybatch.kinds import TEXT_KINDS, VIDEO_KINDS, VIDEO_V1, WEB_SEARCH
 
 # A request without an output cap could in principle run to the model's context limit; this is
 # the assumption the reservation makes instead. Set an explicit cap on budgeted jobs to be exact.
@@ -30,7 +31,8 @@ V1_DEFAULT_SECONDS = Decimal(5)
 # low/medium/high; xhigh and max (newest models only) assumed to double the step before.
 IMAGE_TOKENS_PER_MEGAPIXEL = {"low": 272, "medium": 1056, "high": 4160, "xhigh": 8320, "max": 16640}
 LARGEST_STANDARD_SIZE = (1536, 1024)
-TOKEN_KINDS = frozenset({"chat", "responses", "messages", "generate_content"})
+# Priced per token: the text kinds.
+TOKEN_KINDS = TEXT_KINDS
 
 
 def request_bytes(request: Mapping[str, Any]) -> int:
@@ -118,7 +120,7 @@ def _image_call(request: Mapping[str, Any], prices: ModelPrices) -> Decimal | No
 
 
 def _video_call(kind: str, request: Mapping[str, Any], prices: ModelPrices) -> Decimal | None:
-    default = V1_DEFAULT_SECONDS if kind == "video_v1" else V2_DEFAULT_SECONDS
+    default = V1_DEFAULT_SECONDS if kind == VIDEO_V1 else V2_DEFAULT_SECONDS
     seconds = seconds_value(request.get("seconds") or request.get("duration"), default) or default
     known = [
         rate for rate in (prices.video_per_second, prices.video_per_second_with_audio) if rate is not None
@@ -128,7 +130,7 @@ def _video_call(kind: str, request: Mapping[str, Any], prices: ModelPrices) -> D
 
 def worst_case_usd(kind: str, request: Mapping[str, Any], prices: ModelPrices | None) -> Decimal | None:
     """The most this call can be charged, or None when that cannot be known."""
-    if kind == "web_search":
+    if kind == WEB_SEARCH:
         return web_search_prices("search").per_request
     if kind == "judgment":
         return _token_call(kind, request, judgment_prices(str(request.get("model"))))
@@ -138,6 +140,6 @@ def worst_case_usd(kind: str, request: Mapping[str, Any], prices: ModelPrices | 
         return _token_call(kind, request, prices)
     if kind == "image":
         return _image_call(request, prices)
-    if kind in ("video", "video_v1"):
+    if kind in VIDEO_KINDS:
         return _video_call(kind, request, prices)
     return None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from relaybatch.kinds import TEXT_KINDS
 from relaybatch.manifests.images import InlineImage, image_part
 
-CHAT_KINDS = ("chat", "responses", "messages", "generate_content")
 # The request field that receives the prompt template's text, for kinds with a single text field.
 _PROMPT_FIELD = {"image": "prompt", "video": "prompt", "video_v1": "prompt", "judgment": "state"}
 # The request fields a row's prompt, system text and images go into, per kind (what place_inputs writes).
@@ -33,7 +33,7 @@ def place_inputs(
     images: list[InlineImage],
 ) -> list[tuple[str, str]]:
     """Put the inputs into `request` in place; return (field, message) for inputs the kind cannot take."""
-    if kind in CHAT_KINDS:
+    if kind in TEXT_KINDS:
         if text is not None or images:
             _add_user_turn(kind, request, text or "", images)
         if system is not None:

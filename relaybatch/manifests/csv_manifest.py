@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from relaybatch.kinds import TEXT_KINDS
 from relaybatch.manifests.build import place_inputs
 from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, load_image
@@ -57,7 +58,7 @@ def _row_to_item(row: Row, *, job: str, file: str, base_dir: Path) -> Expanded:
         except ImageInputError as error:
             earlier.append(("image", str(error)))
     prompt = values.get("prompt") or None
-    if prompt is None and kind in ("chat", "responses", "messages", "generate_content"):
+    if prompt is None and kind in TEXT_KINDS:
         earlier.append(("prompt", "is required: give the user message"))
     earlier += place_inputs(kind, request, prompt, values.get("system") or None, images)
     item_id = str(values.get("id") or row.number)

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-Kind = Literal[
-    "chat",
-    "responses",
-    "messages",
-    "generate_content",
-    "image",
-    "video",
-    "video_v1",
-    "judgment",
-    "web_search",
-]
+from relaybatch.kinds import Kind
 
 
 def canonical_json(value: Any) -> str:

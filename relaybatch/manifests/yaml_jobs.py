@@ -7,7 +7,8 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from relaybatch.manifests.build import CHAT_KINDS, FILLED_BY_INPUTS, place_inputs
+from relaybatch.kinds import TEXT_KINDS
+from relaybatch.manifests.build import FILLED_BY_INPUTS, place_inputs
 from relaybatch.manifests.converters import CONVERTER, FAMILY_OF_KIND, VIA_FIELD, no_converter
 from relaybatch.manifests.expand import Expanded, JobSource, finish_item, request_problems
 from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
@@ -169,7 +170,7 @@ class YamlJob:
             problems.append(self._problem(no_converter(self.spec.kind), "via"))
         if self.spec.output_schema is not None:
             problems += self._output_schema_problems()
-        if self.spec.kind not in CHAT_KINDS:
+        if self.spec.kind not in TEXT_KINDS:
             if self.spec.image is not None:
                 message = f"kind {self.spec.kind} takes no image input; use generate_content to edit images"
                 problems.append(self._problem(message, "image"))
