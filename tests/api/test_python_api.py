@@ -112,3 +112,16 @@ def test_failed_rows_are_retried_from_the_api(tmp_path: Path) -> None:
 def test_a_column_named_like_the_row_number_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'_row'"):
         relaybatch.Run.from_table(pd.DataFrame({"_row": [1]}), JOB, name="x", runs_dir=tmp_path)
+
+
+def test_results_while_the_run_executes_are_a_consistent_snapshot(tmp_path: Path) -> None:
+    from relaybatch.run.locking import executing
+
+    run = relaybatch.Run.from_table(_frame(), JOB, name="films", runs_dir=tmp_path)
+    run.run(progress=False)
+    (tmp_path / "films" / "results" / "chat.parquet").unlink()
+    with executing(run.paths):  # as while run() executes in a worker thread of this process
+        during = run.results()
+    assert len(during) == 3 and list(during["stars"]) == [5, 1, 3]
+    assert (tmp_path / "films" / "snapshot" / "results" / "chat.parquet").exists()
+    assert not (tmp_path / "films" / "results" / "chat.parquet").exists()  # left to the execution
