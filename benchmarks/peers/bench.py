@@ -315,7 +315,15 @@ def run_tool(tool: str, scenario: Scenario, work: Path, root: Path, peers: Path,
 
 
 def wait_with_peak_memory(process: subprocess.Popen[bytes], timeout: float) -> tuple[int, bool]:
-    """Reap the tool; its peak resident set in KiB: the high-water mark of its own memory.
+    """Reap the tool; its peak resident set in KiB (``wait_with_usage``), and whether it timed out."""
+    peak_kb, _, timed_out = wait_with_usage(process, timeout)
+    return peak_kb, timed_out
+
+
+def wait_with_usage(process: subprocess.Popen[bytes], timeout: float) -> tuple[int, float, bool]:
+    """Reap the tool; its peak resident set in KiB: the high-water mark of its own memory; the CPU
+    seconds it used (user + system, all its threads: a figure a loaded machine stretches less than
+    the wall clock); and whether it timed out.
 
     ``wait4``'s ``ru_maxrss`` alone is not that: Linux folds in the memory of the process it was
     forked from (a child of a 300 MB parent that only runs ``python -c pass`` reports 330 MB), so a
@@ -330,7 +338,8 @@ def wait_with_peak_memory(process: subprocess.Popen[bytes], timeout: float) -> t
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             process.returncode = os.waitstatus_to_exitcode(status)
-            return (own_peak if readings >= 2 else usage.ru_maxrss), timed_out
+            cpu = usage.ru_utime + usage.ru_stime
+            return (own_peak if readings >= 2 else usage.ru_maxrss), cpu, timed_out
         high_water = _high_water_kb(process.pid)
         readings += 1 if high_water else 0
         own_peak = max(own_peak, high_water)
