@@ -466,8 +466,8 @@ async def test_the_run_flows_summary_rewrites_a_shards_ledger_only_under_that_sh
 
 @pytest.mark.slow
 def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execution(tmp_path: Path) -> None:
-    """A `relaybatch merge` holds the run's lock while it folds and exports: a run, an export or a
-    settling refused meanwhile names the merge and is told a merge sends nothing and to run again
+    """A `relaybatch merge` holds the run's lock while it folds and exports: a run or a settling
+    refused meanwhile (an export writes a snapshot beside it) names the merge and is told a merge sends nothing and to run again
     once it has finished (was: the advice for an execution, "would send the same items twice ...
     stop it"); `status` and `resolve` do not call the merge an execution."""
     from relaybatch.costs.ledger import CostStore
@@ -483,9 +483,12 @@ def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execut
     merge = HelperHolder(runs / "many", "merge")  # holds it as `relaybatch merge` does
     try:
         holder = f"merging the shards of run 'many': pid {merge.process.pid}"
+        # An export beside it writes a snapshot instead (a consistent read; it sends nothing either).
+        beside = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+        assert beside.returncode == 0, beside.stderr
+        assert holder in beside.stderr and "exporting a snapshot beside it" in beside.stderr
         for command in (
             ["run", str(manifest)],
-            ["export", "many"],
             ["resolve", "many", "0123:attempt-1", "--not-charged"],
         ):
             refused = _relaybatch(*command, "--runs-dir", str(runs), emulator=emulator)
