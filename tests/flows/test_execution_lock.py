@@ -467,9 +467,10 @@ async def test_the_run_flows_summary_rewrites_a_shards_ledger_only_under_that_sh
 @pytest.mark.slow
 def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execution(tmp_path: Path) -> None:
     """A `relaybatch merge` holds the run's lock while it folds and exports: a run or a settling
-    refused meanwhile (an export writes a snapshot beside it) names the merge and is told a merge sends nothing and to run again
-    once it has finished (was: the advice for an execution, "would send the same items twice ...
-    stop it"); `status` and `resolve` do not call the merge an execution."""
+    refused meanwhile (an export writes a snapshot beside it) names the merge and is told a merge
+    sends nothing and to run again once it has finished (was: the advice for an execution, "would
+    send the same items twice ... stop it"); `status` and `resolve` do not call the merge an
+    execution."""
     from relaybatch.costs.ledger import CostStore
     from tests.costs.cost_builders import unknown_video_row
 
