@@ -142,7 +142,19 @@ _VIDEO_TERMINAL = {"completed", "failed", "cancelled"}
 
 
 def _video_summary(video: dict[str, Any]) -> dict[str, Any]:
-    keep = ("id", "status", "model", "seconds", "size", "quote_usd", "progress", "expires_at", "error")
+    keep = (
+        "id",
+        "status",
+        "model",
+        "seconds",
+        "size",
+        "quote_usd",
+        "progress",
+        "created_at",
+        "completed_at",
+        "expires_at",
+        "error",
+    )
     return {name: video.get(name) for name in keep if video.get(name) is not None}
 
 

@@ -34,6 +34,14 @@ from typing import TYPE_CHECKING, Any
 from relaybatch.engine.kinds import CALLS, KindNotAvailable, PollAnswer
 from relaybatch.engine.media import MediaFiles, files_missing
 from relaybatch.engine.outcomes import STOP_RUN_MESSAGE
+from relaybatch.engine.poll_plan import (
+    RenderSettings,
+    RenderTimes,
+    RenderWatch,
+    first_delay,
+    next_delay,
+    watch_for,
+)
 from relaybatch.engine.states import CANCELLED, DONE, FAILED, POLLING, RETRY_POLL, SUBMITTED
 from relaybatch.engine.stop_waits import StopWaits
 from relaybatch.engine.store import Change, now_ms
@@ -69,6 +77,8 @@ class PollSettings:
     # 5xx, no answer, a download that is not whole) are retried with back-off for this long. Then
     # the item fails, marked so that the next execution polls it again (never creates it again).
     error_window_seconds: float = 600.0
+    # A render past its deadline (stuck) that is kept is polled this often (poll_plan.py).
+    stuck_seconds: float = 300.0
 
 
 @dataclass(order=True)
@@ -82,13 +92,43 @@ class _Due:
     polls: int = field(default=0, compare=False)
     errors: int = field(default=0, compare=False)
     failing_since: float | None = field(default=None, compare=False)
+    watch: RenderWatch | None = field(default=None, compare=False)  # the poll plan's view of it
+    stuck: bool = field(default=False, compare=False)
+
+
+ALIGN_SLACK_SECONDS = 2.0
+
+
+def stuck_reason(watch: RenderWatch, now: float) -> str:
+    return (
+        f"stuck: rendering for {now - watch.created:.0f} s, past its render deadline of "
+        f"{watch.deadline:.0f} s (expected {watch.expected:.0f} s); last status "
+        f"{watch.last_status or 'unknown'}"
+    )
+
+
+def _align_created(watch: RenderWatch, created_at: Any, now: float) -> None:
+    """The gateway's creation time (Unix seconds), in the poller's clock: a resumed item's age is
+    its real age, not the time since this execution began."""
+    if isinstance(created_at, int | float):
+        created = now - max(0.0, time.time() - float(created_at))
+        if created < watch.created - ALIGN_SLACK_SECONDS:  # gateways give whole seconds
+            watch.created = created
 
 
 class Poller:
-    def __init__(self, execution: Execution, settings: PollSettings, limiter: Any = None) -> None:
+    def __init__(
+        self,
+        execution: Execution,
+        settings: PollSettings,
+        limiter: Any = None,
+        renders: RenderSettings | None = None,
+    ) -> None:
         self.execution = execution
         self.settings = settings
         self.limiter = limiter
+        self.renders = renders or RenderSettings()
+        self.times = RenderTimes()  # render times this run measured, per model and length
         self.heap: list[_Due] = []
         self.active = 0
         self.given_up = 0  # items failed on poll answers this execution (re-polled by the next)
@@ -104,10 +144,46 @@ class Poller:
     def waiting(self) -> int:
         return len(self.heap) + self.active
 
-    def add(self, key: str, kind: str, remote_id: str, state: str, delay: float | None = None) -> None:
-        due = time.monotonic() + (self.interval(0) if delay is None else delay)
-        heapq.heappush(self.heap, _Due(due, next(self._sequence), key, kind, remote_id, state))
+    def add(
+        self,
+        key: str,
+        kind: str,
+        remote_id: str,
+        state: str,
+        delay: float | None = None,
+        *,
+        request: dict[str, Any] | None = None,
+        job: str = "",
+        name: str = "",
+    ) -> None:
+        """Queue a poll of remote work; with its ``request``, the poll plan times it (poll_plan.py)."""
+        now = time.monotonic()
+        watch = None if request is None else watch_for(request, job, now, self.times, self.renders, name)
+        if delay is None:
+            delay = self.interval(0) if watch is None else first_delay(watch, now, self.settings.max_seconds)
+        entry = _Due(now + delay, next(self._sequence), key, kind, remote_id, state, watch=watch)
+        heapq.heappush(self.heap, entry)
         self._wake.set()
+
+    @property
+    def stuck(self) -> list[_Due]:
+        return [entry for entry in self.heap if entry.stuck]
+
+    def stuck_lines(self, most: int = 5) -> tuple[str, ...]:
+        """The live display's lines for stuck renders: item, age, last status."""
+        now = time.monotonic()
+        stuck = [entry for entry in self.heap if entry.stuck and entry.watch is not None]
+        lines = [
+            f"{watch.name or entry.key[:12]} (job {watch.job}) {now - watch.created:.0f} s old, "
+            f"last status {watch.last_status or 'unknown'}"
+            for entry in stuck[:most]
+            if (watch := entry.watch) is not None
+        ]
+        return tuple(lines + ([f"... and {len(stuck) - most} more"] if len(stuck) > most else []))
+
+    def only_stuck_left(self) -> bool:
+        """Every open remote item is past its render deadline (and none is being polled now)."""
+        return self.active == 0 and bool(self.heap) and all(entry.stuck for entry in self.heap)
 
     def load_remote_work(self) -> int:
         """Queue items submitted by an earlier execution: they are polled, never created again."""
@@ -117,7 +193,18 @@ class Poller:
             while page := self.execution.store.work_page(state, cursor, 1000):
                 cursor = page[-1].rowid
                 for row in page:
-                    self.add(row.key, row.kind, row.remote_id or "", state, delay=0.0)
+                    self.add(
+                        row.key,
+                        row.kind,
+                        row.remote_id or "",
+                        state,
+                        0.0,
+                        request=row.request,
+                        job=row.job,
+                        name=row.item_id,
+                    )
+                    # Paid and rendering: it holds a render slot, whatever the caps say.
+                    self.execution.slots.occupy(row.job, str(row.request.get("model") or ""))
                     count += 1
         return count
 
@@ -161,14 +248,16 @@ class Poller:
     def submissions_over(self) -> None:
         """Polls may now use the whole rate: bring forward polls that were spaced out to fit the
         poll share, in the order they are due, one poll budget slot apart (500 videos at 120 rpm
-        waited up to 461 s for a poll after the last create; the whole rate allows 252 s)."""
+        waited up to 461 s for a poll after the last create; the whole rate allows 252 s). Planned
+        polls (poll_plan.py) keep their time: they are due when the render should end."""
         self._over = True
         budget = self._poll_budget()
         if budget and self.heap:
             now = time.monotonic()
             entries = sorted(self.heap)
             for slot, entry in enumerate(entries, start=1):
-                entry.due = min(entry.due, now + slot / budget)
+                if entry.watch is None:
+                    entry.due = min(entry.due, now + slot / budget)
             heapq.heapify(entries)
             self.heap = entries
         self._wake.set()
@@ -212,6 +301,9 @@ class Poller:
                         return
                     await self._sleep(1.0)
                     continue
+                if self._over and self.only_stuck_left():
+                    self.execution.stuck_end(self.stuck)
+                    return
                 wait = self.heap[0].due - time.monotonic()
                 if wait > 0:
                     await self._sleep(wait)
@@ -268,10 +360,11 @@ class Poller:
             # The one definitive poll answer: the gateway does not know this id (any account's).
             reason = f"the gateway no longer knows {entry.remote_id}: {error}"
             await write(Change(entry.key, FAILED, {"last_error": reason, "finished_at": now_ms()}, reason))
-            execution.count_finished(entry.kind, FAILED)
+            self._ended(entry, FAILED)
             return
         except KindNotAvailable as error:
             await write(Change(entry.key, FAILED, {"last_error": str(error)}, str(error)))
+            self._ended(entry, None)
             return
         except APIStatusError as error:
             if error.status < 400:
@@ -288,16 +381,89 @@ class Poller:
         execution.hook("poll_answered", entry.key)
         entry.errors, entry.failing_since = 0, None
         if answer.status == "running":
-            # The remote object as last seen (its status verbatim, a word this client may not
-            # know) and when: `relaybatch status` names open items by both.
-            seen = {**(answer.result or {}), "polled_at": now_ms()}
-            await write(Change(entry.key, POLLING, {"result": seen}))
-            entry.state = POLLING
-            self._again(entry)
+            await self._still_running(entry, answer)
         else:
             state = {"done": DONE, "failed": FAILED, "cancelled": CANCELLED}[answer.status]
+            watch = entry.watch
+            if state == DONE and watch is not None:
+                remote = (answer.result or {}).get("remote") or {}
+                if self.times.learn(watch.model, watch.seconds, remote, time.monotonic() - watch.created):
+                    self._replan(watch)
             await self._finish(entry, state, answer.result, answer.error)
         execution.hook("poll_committed", entry.key)
+
+    def _replan(self, measured: RenderWatch) -> None:
+        """The run measured renders of this kind: renders of the kind still waiting for their first
+        poll take the measured time (poll_plan.py, 1)."""
+        expected = self.times.measured(measured.model, measured.seconds)
+        if expected is None:
+            return
+        now, moved = time.monotonic(), False
+        for entry in self.heap:
+            watch = entry.watch
+            if (
+                watch is None
+                or entry.polls
+                or (watch.model, watch.seconds) != (measured.model, measured.seconds)
+            ):
+                continue
+            watch.expected, watch.measured = expected, True
+            entry.due = now + first_delay(watch, now, self.settings.max_seconds)
+            moved = True
+        if moved:
+            heapq.heapify(self.heap)
+
+    def _ended(self, entry: _Due, state: str | None) -> None:
+        """The entry's remote work left this poller for good: count it, free its render slot."""
+        if state is not None:
+            self.execution.count_finished(entry.kind, state)
+        if entry.watch is not None:
+            self.execution.render_ended(entry.watch.job, entry.watch.model)
+
+    async def _still_running(self, entry: _Due, answer: PollAnswer) -> None:
+        """Record what the poll saw (the status verbatim, a word this client may not know, and
+        when: `relaybatch status` names open items by both), then plan the next poll; a render
+        past its deadline is stuck: named, then polled slowly or cancelled (poll_plan.py)."""
+        now = time.monotonic()
+        remote = (answer.result or {}).get("remote") or {}
+        watch = entry.watch
+        if watch is not None:
+            _align_created(watch, remote.get("created_at"), now)
+            watch.seen(remote.get("status"), remote.get("progress"), now)
+            progress = remote.get("progress")
+            if self.times.learn_progress(watch.model, watch.seconds, now - watch.created, progress):
+                self._replan(watch)
+        fields: dict[str, Any] = {"result": {**(answer.result or {}), "polled_at": now_ms()}}
+        detail = None
+        if watch is not None and watch.stuck(now) and not entry.stuck:
+            entry.stuck = True
+            detail = fields["last_error"] = stuck_reason(watch, now)
+        await self.execution.writer.write(Change(entry.key, POLLING, fields, detail))
+        entry.state = POLLING
+        if entry.stuck:
+            if self.renders.job(watch.job if watch else "").on_deadline == "cancel":
+                await self._cancel_stuck(entry, now)
+                return
+            self._again(entry, self.settings.stuck_seconds)
+        elif watch is not None:
+            self._again(entry, next_delay(watch, now, self.settings.max_seconds, self.settings.backoff))
+        else:
+            self._again(entry)
+
+    async def _cancel_stuck(self, entry: _Due, now: float) -> None:
+        """The job's policy cancels renders past their deadline: DELETE, and record why."""
+        cancel = CALLS[entry.kind].cancel
+        assert entry.watch is not None
+        if cancel is None:  # V1 tasks have no cancel route: kept, polled slowly
+            self._again(entry, self.settings.stuck_seconds)
+            return
+        try:
+            await cancel(self.execution.client, entry.remote_id)
+        except GatewayError:
+            self._again(entry, self.settings.stuck_seconds)
+            return
+        reason = f"cancelled at its render deadline: {stuck_reason(entry.watch, now)}"
+        await self._finish(entry, CANCELLED, None, reason)
 
     async def _ask(self, entry: _Due) -> PollAnswer | None:
         """One poll of the entry's remote work (files downloaded when it is complete); None when
@@ -340,7 +506,7 @@ class Poller:
         if error:
             fields["last_error"] = error
         await self.execution.writer.write(Change(entry.key, state, fields, error))
-        self.execution.count_finished(entry.kind, state)
+        self._ended(entry, state)
 
     async def _poll_error(self, entry: _Due, error: Exception) -> None:
         """Polls are free and the work is paid: ask again after the run's back-off (the server's
@@ -363,7 +529,7 @@ class Poller:
         )
         fields = {"last_error": reason, "finished_at": now_ms(), "retryable": RETRY_POLL}
         await self.execution.writer.write(Change(entry.key, FAILED, fields, reason))
-        self.execution.count_finished(entry.kind, FAILED)
+        self._ended(entry, FAILED)
         self.given_up += 1
 
     async def cancel_remote(self) -> int:
@@ -380,6 +546,6 @@ class Poller:
                 continue
             fields = {"last_error": REMOTE_CANCELLED_MESSAGE, "finished_at": now_ms()}
             await self.execution.writer.write(Change(entry.key, CANCELLED, fields, REMOTE_CANCELLED_MESSAGE))
-            self.execution.count_finished(entry.kind, CANCELLED)
+            self._ended(entry, CANCELLED)
             cancelled += 1
         return cancelled

@@ -73,6 +73,8 @@ class Snapshot:
     limit_rpm: float | None = None
     limit_source: str | None = None
     money: SpendFigures | None = None
+    # Renders past their deadline: "item (job) age, last status" (poll_plan.py).
+    stuck: tuple[str, ...] = ()
 
     def count(self, state: str) -> int:
         return sum(number for name, number in self.finished.items() if name.endswith(f":{state}"))
@@ -328,6 +330,8 @@ def log_line(shown: Figures) -> str:
         for line in shown.kinds
     )
     parts = [headline(shown), kinds, activity_text(shown.snapshot), money_text(shown.snapshot)]
+    if shown.snapshot.stuck:
+        parts.append("stuck: " + "; ".join(shown.snapshot.stuck))
     return " · ".join(part for part in parts if part)
 
 
@@ -357,6 +361,8 @@ def render_figures(shown: Figures) -> Group:
         table.add_row("total", bar, finished, _percent(shown.percent), not_done, rate, eta)
     parts: list[Table | Text] = [table, Text(headline(shown)), Text(activity_text(shown.snapshot))]
     parts.append(Text(money_text(shown.snapshot)))
+    for stuck in shown.snapshot.stuck:
+        parts.append(Text(f"stuck past its render deadline: {stuck}"))
     if shown.snapshot.stopped:
         parts.append(Text(f"stopping: {shown.snapshot.stopped}"))
     return Group(*parts)

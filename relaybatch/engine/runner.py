@@ -28,9 +28,11 @@ from relaybatch.engine.outcomes import (
     Verdict,
     verdict_for,
 )
+from relaybatch.engine.poll_plan import RenderSettings
 from relaybatch.engine.poller import Poller, PollSettings
 from relaybatch.engine.progress import ProgressReporter, Snapshot, kind_totals, limiter_figures
 from relaybatch.engine.reasks import OutputCheck, settle_structured
+from relaybatch.engine.render_slots import LocalRenderSlots, RenderSlots, is_concurrency_refusal, named_cap
 from relaybatch.engine.resume import UncertainPolicy, mark_interrupted_sends, prepare_resume
 from relaybatch.engine.spend import BilledCall, ReportsSpend, SpendGuard
 from relaybatch.engine.states import (
@@ -80,6 +82,8 @@ class EngineSettings:
     page_size: int = 1000
     # Structured jobs by name: the schema each answer is checked against, and its re-asks (reasks.py).
     outputs: dict[str, OutputCheck] = field(default_factory=dict)
+    # Per job: expected render time, render deadline and what happens past it (poll_plan.py).
+    renders: RenderSettings = field(default_factory=RenderSettings)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class Execution:
         stop: asyncio.Event | None = None,
         hook: Hook | None = None,
         progress: ProgressReporter | None = None,
+        slots: RenderSlots | None = None,
     ) -> None:
         self.store = store
         self.retry = settings.retry or client.retry_policy
@@ -144,7 +149,15 @@ class Execution:
         self.priced = False
         self.finished: dict[str, int] = {}
         self.started = time.monotonic()
-        self.poller = Poller(self, settings.poll, limiter)
+        self.poller = Poller(self, settings.poll, limiter, settings.renders)
+        self.stuck_stopped: str | None = None
+        renders = settings.renders
+        per_job = {job: own.max_in_flight for job, own in renders.jobs.items() if own.max_in_flight}
+        self.slots: RenderSlots = slots or LocalRenderSlots(per_job, renders.max_in_flight_per_model)
+        # Jobs whose next render waits for a slot (render_slots.py): fed again when one frees.
+        self.jobs_waiting_slot: set[str] = set()
+        self.slot_freed = asyncio.Event()
+        self.concurrency_refusals = 0
         counts = store.count_by_state()
         self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
         self.limiter = limiter
@@ -204,7 +217,11 @@ class Execution:
     def stop_reason_with(self, pending_by_job: dict[str, int]) -> str | None:
         """Why the run stopped early, then every job its own budget stopped (the others went on)."""
         reasons = [
-            self.run_stopped or self.billing_stopped or (USER_STOP_MESSAGE if self.stop.is_set() else "")
+            self.run_stopped
+            or self.billing_stopped
+            or (USER_STOP_MESSAGE if self.stop.is_set() else "")
+            or self.stuck_stopped
+            or ""
         ]
         for job, why in self.jobs_stopped.items():
             left = pending_by_job.get(job)
@@ -215,7 +232,12 @@ class Execution:
         while self.submitting:
             if await self._feed_one_pass():
                 continue
-            if self.in_flight == 0 and self.queue.empty() and not self._pending_left():
+            idle = self.in_flight == 0 and self.queue.empty()
+            if idle and not self._pending_left():
+                break
+            if idle and self.jobs_waiting_slot and self.poller.only_stuck_left():
+                # What is left waits for slots that only stuck renders hold: the run ends.
+                self.stuck_end(self.poller.stuck)
                 break
             await self._wait_for_retries()
         # Not in a finally: after a crash the workers are cancelled and nobody would drain these.
@@ -226,7 +248,8 @@ class Execution:
         """Queue every pending item that is ready now; True if any was queued."""
         cursor, queued_any = 0, False
         while self.submitting:
-            held = [*self.jobs_stopped, *self.jobs_waiting]  # skipped in SQL: never read again and again
+            # Skipped in SQL: never read again and again.
+            held = [*self.jobs_stopped, *self.jobs_waiting, *self.jobs_waiting_slot]
             page = self.store.work_page(
                 PENDING, cursor, self.settings.page_size, ready_at=epoch(), skip_jobs=held
             )
@@ -244,17 +267,22 @@ class Execution:
         return queued_any
 
     def _job_held(self, job: str) -> bool:
-        return job in self.jobs_stopped or job in self.jobs_waiting
+        return job in self.jobs_stopped or job in self.jobs_waiting or job in self.jobs_waiting_slot
 
     def _pending_left(self) -> bool:
         return self.store.has_state(PENDING, skip_jobs=list(self.jobs_stopped))
 
     async def _wait_for_retries(self) -> None:
+        """Until the next retry is due (at most 1 s), a render slot frees, or the run stops."""
         earliest = self.store.earliest_not_before()
         delay = 0.05 if earliest is None else min(max(0.0, earliest - epoch()), 1.0)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(delay, 0.005)):
-                await self.stop.wait()
+        self.slot_freed.clear()
+        waits = {asyncio.ensure_future(self.stop.wait()), asyncio.ensure_future(self.slot_freed.wait())}
+        try:
+            await asyncio.wait(waits, timeout=max(delay, 0.005), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _work(self) -> None:
         while (row := await self.queue.get()) is not None:
@@ -285,13 +313,37 @@ class Execution:
             return
         if self._job_held(row.job):
             return  # its budget is reached (or waits for its calls in flight): the item stays pending
+        if not calls.is_async:
+            await self._send(row, call, attempt)
+            return
+        # A render: it needs a slot of its job and its model (render_slots.py) before it is sent.
+        model = str(row.request.get("model") or "")
+        if not self.slots.take(row.job, model):
+            self.jobs_waiting_slot.add(row.job)  # the item stays pending; fed again when one frees
+            return
+        started = False
+        try:
+            started = await self._send(row, call, attempt)
+        finally:
+            if not started:
+                self.render_ended(row.job, model)
+
+    def render_ended(self, job: str, model: str) -> None:
+        """A render ended (or its create started none): free its slot, feed the waiting jobs."""
+        self.slots.release(job, model)
+        if self.jobs_waiting_slot:
+            self.jobs_waiting_slot.clear()
+            self.slot_freed.set()
+
+    async def _send(self, row: Row, call: BilledCall, attempt: int) -> bool:
+        """Send one billed create and record its answer; True when it started remote work."""
         if self.spend is not None and not await self.admit(self.spend, call):
-            return  # the item stays pending
+            return False  # the item stays pending
         self.hook("reserved", row.key)
         timing = SendTiming()
         SEND_TIMING.set(timing)  # this worker task's context: the client records into it
         if not await self.take_token(call):
-            return
+            return False
         try:
             # The reservation is committed with (just before) this write: durable before the send.
             await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
@@ -302,17 +354,17 @@ class Execution:
             # Stopped during the commit: nothing has left, so the item goes back, unbilled.
             self._release(call)
             await self.writer.write(Change(row.key, PENDING, {"attempts": row.attempts}, STOPPED_BEFORE_SEND))
-            return
+            return False
         self.hook("sending_committed", row.key)
         self.sent += 1
         sent = await self.send(row, call, row.request, timing)
         if sent is None:
-            return
+            return False
         outcome, latency_ms, waited_ms = sent
         output = self.settings.outputs.get(row.job)
         if isinstance(outcome, Finished) and output is not None:
             await settle_structured(self, row, call, outcome, latency_ms, waited_ms, output)
-            return
+            return False
         cost = self.settle(replace(call, latency_ms=latency_ms), outcome.result)
         if isinstance(outcome, Finished):
             fields = {
@@ -335,8 +387,17 @@ class Execution:
                 "cost_usd": cost,
             }
             await self.writer.write(Change(row.key, SUBMITTED, fields))
-            self.poller.add(row.key, row.kind, outcome.remote_id, SUBMITTED)
+            self.poller.add(
+                row.key,
+                row.kind,
+                outcome.remote_id,
+                SUBMITTED,
+                request=row.request,
+                job=row.job,
+                name=row.item_id,
+            )
         self.hook("result_committed", row.key)
+        return isinstance(outcome, Submitted)
 
     async def take_token(self, call: BilledCall) -> bool:
         """The limiter's token before `sending`: an item waiting at the limit is not sent, and a
@@ -401,6 +462,8 @@ class Execution:
             self.count_finished(row.kind, FAILED)
             return
         self._release(call)
+        if await self._waits_for_a_slot(row, error, reason):
+            return
         if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
             # Not processed, not billed: back to pending.
             if verdict is Verdict.STOP_BILLING:
@@ -427,6 +490,25 @@ class Execution:
         fields = {"last_error": reason, "retryable": RETRY_SEND if retryable else None}
         await self.writer.write(Change(row.key, FAILED, fields, reason))
         self.count_finished(row.kind, FAILED)
+
+    async def _waits_for_a_slot(self, row: Row, error: GatewayError, reason: str) -> bool:
+        """A render's create refused for concurrency (render_slots.py) while this run has renders
+        of the model in flight: learn the cap, and the item goes back to wait for a slot (not a
+        blind retry: a slot frees only when a render ends). True when that is what happened."""
+        if not (
+            isinstance(error, APIStatusError) and CALLS[row.kind].is_async and is_concurrency_refusal(error)
+        ):
+            return False
+        model = str(row.request.get("model") or "")
+        others = self.slots.in_flight(model) - 1  # this create still holds its own slot here
+        if others <= 0:
+            return False  # nothing of ours will free a slot: retried with back-off as any 429
+        self.slots.learn(model, named_cap(error) or others)
+        self.concurrency_refusals += 1
+        why = f"waits for a render slot: {reason}"
+        await self.writer.write(Change(row.key, PENDING, {"last_error": why}, why))
+        self.jobs_waiting_slot.add(row.job)
+        return True
 
     # -- spend seam --------------------------------------------------------------------------
 
@@ -490,6 +572,16 @@ class Execution:
         self.jobs_waiting.discard(job)
         self._room_changed()
 
+    def stuck_end(self, stuck: list[Any]) -> None:
+        """Every open item is a render past its deadline: the run ends by itself, resumable."""
+        names = [entry.watch.name if entry.watch else entry.key[:12] for entry in stuck[:5]]
+        listed = ", ".join(names) + (" ..." if len(stuck) > 5 else "")
+        self.stuck_stopped = (
+            f"{len(stuck)} render(s) stuck past their render deadline ({listed}): nothing else is open, "
+            "so the run ends; `relaybatch status` names them; run again to poll them again, or cancel "
+            "them with `relaybatch cancel RUN --all-open`"
+        )
+
     # -- progress ----------------------------------------------------------------------------
 
     def count_finished(self, kind: str, state: str) -> None:
@@ -509,6 +601,7 @@ class Execution:
             queued=self.queue.qsize(),
             retries=self.retries,
             money=self.spend.figures() if isinstance(self.spend, ReportsSpend) else None,
+            stuck=self.poller.stuck_lines(),
             **limiter_figures(self.limiter),
         )
 
@@ -552,6 +645,7 @@ async def execute(
     stop: asyncio.Event | None = None,
     hook: Hook | None = None,
     progress: ProgressReporter | None = None,
+    slots: RenderSlots | None = None,
 ) -> RunSummary:
     """Drive every item of the store to a terminal state (or to a resumable stop); see docs/engine.md."""
     settings = settings or EngineSettings(concurrency=concurrency)
@@ -562,7 +656,15 @@ async def execute(
     store.record_start()
     prepare_resume(store, settings.uncertain_policy)
     execution = Execution(
-        store, client, settings, limiter=limiter, spend=spend, stop=stop, hook=hook, progress=progress
+        store,
+        client,
+        settings,
+        limiter=limiter,
+        spend=spend,
+        stop=stop,
+        hook=hook,
+        progress=progress,
+        slots=slots,
     )
     execution.poller.load_remote_work()
     execution.poller.load_missing_media()

@@ -38,6 +38,8 @@ class JobSource:
     output_schema: dict[str, Any] | None = None
     max_reasks: int = 0
     noul_threshold: float | None = None  # a judgment job's, when it sets one
+    # Render settings of a video job (schema.VideoSpec as a plain dict; the engine reads them).
+    video: dict[str, Any] | None = None
     problems: list[Problem] = field(default_factory=list)  # found before any row is read
     # Where the job names its one model (a YAML `model:` line), for problems with its route; None
     # when rows name their own model, which is then located at its first row.

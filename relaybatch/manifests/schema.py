@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from relaybatch.manifests.items import Kind
 from relaybatch.manifests.limits import MAX_BUDGET_USD
@@ -17,6 +17,31 @@ UncertainPolicy = Literal["report", "resend"]
 def _decimal_from_yaml(value: Any) -> Any:
     # YAML reads 2.50 as a float; going through its shortest text keeps 2.50 exact, not 2.4999...
     return str(value) if isinstance(value, float) else value
+
+
+class VideoSpec(BaseModel):
+    """A video job's render settings (docs/manifests.md, "Long video jobs"; relaybatch.engine.poll_plan)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expected_render_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="how long a render should take (default: 10 + 10 x seconds)",
+    )
+    render_deadline_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=7 * 86_400,
+        description="past this a render is stuck (default: 8 x expected, >= 900)",
+    )
+    on_deadline: Literal["keep", "cancel"] = Field(
+        default="keep", description="a stuck render: keep polling it slowly, or cancel it at the gateway"
+    )
+    max_in_flight: int | None = Field(
+        default=None, ge=1, le=100_000, description="this job's renders created and not finished, at most"
+    )
 
 
 class RunSettings(BaseModel):
@@ -39,6 +64,10 @@ class RunSettings(BaseModel):
         default=None,
         description="take other runs' done answers to the same requests instead of sending: "
         "all (every run under the runs folder) or a list of run names",
+    )
+    max_in_flight: dict[str, PositiveInt] = Field(
+        default_factory=dict,
+        description="per model ID: its renders created and not finished, at most (a provider's cap)",
     )
 
     _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
@@ -89,6 +118,7 @@ class JobSpec(BaseModel):
         min_length=1,
         description="pricing provider, for a model whose providers publish different prices (409)",
     )
+    video: VideoSpec | None = Field(default=None, description="render settings of a video job")
 
     _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
 

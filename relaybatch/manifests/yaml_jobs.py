@@ -97,6 +97,7 @@ class YamlJob:
             noul_threshold=self.spec.noul_threshold
             if "noul_threshold" in self.spec.model_fields_set
             else None,
+            video=self.spec.video.model_dump(exclude_none=True) if self.spec.video else None,
             problems=problems,
             rows_readable=readable,
             empty=empty,

@@ -28,6 +28,7 @@ from relaybatch.engine import (
     RunSummary,
     execute,
 )
+from relaybatch.engine.poll_plan import RenderJob, RenderSettings
 from relaybatch.engine.states import SUPERSEDED
 from relaybatch.engine.store import PlanCounts
 from relaybatch.errors import UserError
@@ -114,6 +115,8 @@ def stored_settings(
         "concurrency": overrides.concurrency or manifest.settings.concurrency,
         "rate_limit_rpm": overrides.rate_limit_rpm or manifest.settings.rate_limit_rpm,
         "uncertain_policy": manifest.settings.uncertain,
+        "renders": {job.name: job.video for job in manifest.jobs if job.video},
+        "max_in_flight": dict(manifest.settings.max_in_flight),
     }
 
 
@@ -360,7 +363,22 @@ def engine_settings(saved: dict[str, Any], cancel_remote_on_stop: bool = False) 
         uncertain_policy=saved.get("uncertain_policy", "report"),
         cancel_remote_on_stop=cancel_remote_on_stop,
         outputs={job: OutputCheck.from_saved(output) for job, output in (saved.get("outputs") or {}).items()},
+        renders=render_settings(saved),
     )
+
+
+def render_settings(saved: dict[str, Any]) -> RenderSettings:
+    """The video jobs' render settings and caps on renders in flight, as the run stored them."""
+    jobs = {
+        name: RenderJob(
+            expected_render_seconds=video.get("expected_render_seconds"),
+            render_deadline_seconds=video.get("render_deadline_seconds"),
+            on_deadline=video.get("on_deadline", "keep"),
+            max_in_flight=video.get("max_in_flight"),
+        )
+        for name, video in (saved.get("renders") or {}).items()
+    }
+    return RenderSettings(jobs, max_in_flight_per_model=dict(saved.get("max_in_flight") or {}))
 
 
 def budgets(saved: dict[str, Any]) -> Budgets:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from engine_fakes import FAST, FAST_MEDIA
 from engine_items import video
 from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from relaybatch.emulator import create_app, load_config
-from relaybatch.engine import CheckpointStore, EngineSettings, RunSummary, execute
+from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, RunSummary, execute
+from relaybatch.engine.poll_plan import RenderJob, RenderSettings
+from relaybatch.engine.render_slots import LocalRenderSlots
 from relaybatch.gateway import GatewayClient, RetryPolicy
+from relaybatch.manifests import open_manifest
+from relaybatch.run import stored_settings
+from relaybatch.run.assemble import engine_settings
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
 AppWith = Callable[..., Starlette]
@@ -64,3 +72,154 @@ async def test_an_unknown_running_status_is_not_terminal_and_kept_verbatim(
     store.close()
     assert summary.counts == {"done": 3}
     assert "rendering" in seen
+
+
+def stuck_settings(on_deadline: str = "keep") -> EngineSettings:
+    jobs = {"job": RenderJob(render_deadline_seconds=0.6, on_deadline=on_deadline)}  # type: ignore[arg-type]
+    poll = PollSettings(initial_seconds=0.02, max_seconds=0.05, stuck_seconds=0.1)
+    return replace(FAST, poll=poll, renders=RenderSettings(jobs))
+
+
+async def test_a_stuck_render_ends_the_run_by_its_deadline_with_the_item_named(
+    tmp_path: Path, run_on: Callable[..., Any]
+) -> None:
+    app = app_with()
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(1), video(2, prompt="emulator:stuck")])
+    summary = await run_on(app, store, stuck_settings())
+    assert summary.counts == {"done": 1, "polling": 1}
+    assert summary.stopped is not None and "stuck past their render deadline (video-2" in summary.stopped
+    row = store.item(video(2, prompt="emulator:stuck").key)
+    assert row["last_error"].startswith("stuck: rendering for ")
+    assert "last status in_progress" in row["last_error"]
+    assert row["result"]["remote"]["status"] == "in_progress" and row["result"]["polled_at"]
+
+    # A resume polls it again (never creates it again) and ends the same way.
+    counts = app.state.emulator.requests.counts
+    video_id = row["remote_id"]
+    polls = counts.total("GET", f"/v2/videos/{video_id}")
+    again = await run_on(app, store, stuck_settings())
+    store.close()
+    assert again.sent == 0 and again.counts == {"done": 1, "polling": 1}
+    assert again.stopped is not None and "stuck" in again.stopped
+    assert counts.total("GET", f"/v2/videos/{video_id}") > polls  # polled again
+    assert counts.total("POST", "/v2/videos") == 2  # never created again
+
+
+async def test_the_cancel_policy_cancels_a_stuck_render_and_says_why(
+    tmp_path: Path, run_on: Callable[..., Any]
+) -> None:
+    app = app_with()
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(2, prompt="emulator:stuck")])
+    summary = await run_on(app, store, stuck_settings("cancel"))
+    row = store.item(video(2, prompt="emulator:stuck").key)
+    store.close()
+    assert summary.counts == {"cancelled": 1} and summary.stopped is None
+    assert row["last_error"].startswith("cancelled at its render deadline: stuck: rendering for ")
+    [video_job] = app.state.media.videos.values()
+    assert video_job.cancelled_at is not None  # DELETE reached the gateway
+
+
+def creates_refused(app: Starlette) -> int:
+    """POSTs to /v2/videos that were not charged: refused (here, by the cap on renders in flight)."""
+    state = app.state.emulator
+    charged = sum(1 for charge in state.ledger if charge.route == "/v2/videos")
+    return int(state.requests.counts.total("POST", "/v2/videos")) - charged
+
+
+class PeakWatch(LocalRenderSlots):
+    """The run's slots, noting the most renders the gateway had in flight at each create."""
+
+    def __init__(self, app: Starlette, **caps: Any) -> None:
+        super().__init__(**caps)
+        self.app, self.gateway_peak = app, 0
+
+    def take(self, job: str, model: str) -> bool:
+        media = getattr(self.app.state, "media", None)
+        if media is not None:
+            now = self.app.state.emulator.clock.now()
+            rendering = sum(1 for video in media.videos.values() if video.rendering(now))
+            self.gateway_peak = max(self.gateway_peak, rendering)
+        return super().take(job, model)
+
+
+async def run_with_slots(app: Starlette, store: CheckpointStore, slots: LocalRenderSlots) -> RunSummary:
+    async with GatewayClient(
+        "http://emulator.local",
+        SecretStr(EMULATOR_DEMO_KEY),
+        transport=httpx.ASGITransport(app=app),
+        retry=RetryPolicy(max_attempts=1),
+    ) as client:
+        return await execute(store, client, settings=FAST, slots=slots)
+
+
+async def test_a_known_cap_is_never_exceeded_and_never_refused(tmp_path: Path) -> None:
+    app = app_with(max_in_flight=3, render_seconds_base=0.2)
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(n) for n in range(12)])
+    slots = PeakWatch(app, per_model={"relay-video-2": 3})
+    summary = await run_with_slots(app, store, slots)
+    store.close()
+    assert summary.counts == {"done": 12}
+    assert creates_refused(app) == 0
+    assert slots.peak["relay-video-2"] == 3 and slots.gateway_peak <= 3
+
+
+async def test_an_unknown_cap_is_learned_from_the_concurrency_error_with_no_blind_retries(
+    tmp_path: Path,
+) -> None:
+    app = app_with(max_in_flight=3, render_seconds_base=0.2)
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(n) for n in range(12)])
+    slots = PeakWatch(app)
+    summary = await run_with_slots(app, store, slots)
+    store.close()
+    assert summary.counts == {"done": 12}
+    assert slots.learned == {"relay-video-2": 3}  # the cap the refusal named
+    # Refused only while it learned: at most the creates in flight when the cap was first hit
+    # (8 workers), never once per item nor again after.
+    assert 1 <= creates_refused(app) < 8
+    assert slots.peak["relay-video-2"] <= 3 + 8
+
+
+async def test_a_job_cap_holds_only_that_job(tmp_path: Path) -> None:
+    app = app_with(render_seconds_base=0.2)
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(n) for n in range(6)])
+    slots = PeakWatch(app, per_job={"job": 2})
+    summary = await run_with_slots(app, store, slots)
+    store.close()
+    assert summary.counts == {"done": 6}
+    assert slots.peak["relay-video-2"] == 2 and slots.gateway_peak <= 2
+
+
+def test_the_manifest_sets_render_settings_and_caps(tmp_path: Path) -> None:
+    manifest = tmp_path / "videos.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "run": {"max_in_flight": {"relay-video-2": 40}},
+                "jobs": [
+                    {
+                        "name": "clips",
+                        "kind": "video",
+                        "model": "relay-video-2",
+                        "prompt": "{text}",
+                        "items": [{"text": "waves"}],
+                        "video": {
+                            "expected_render_seconds": 120,
+                            "render_deadline_seconds": 1800,
+                            "on_deadline": "cancel",
+                            "max_in_flight": 5,
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    saved = json.loads(json.dumps(stored_settings(open_manifest(manifest), None)))  # as the store keeps it
+    renders = engine_settings(saved).renders
+    assert renders.max_in_flight_per_model == {"relay-video-2": 40}
+    assert renders.job("clips") == RenderJob(120, 1800, "cancel", 5)
+    assert renders.job("other") == RenderJob()
