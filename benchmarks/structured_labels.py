@@ -34,8 +34,7 @@ from relaybatch.emulator.config import FaultRule, FaultsConfig
 from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.run import export_run_results, open_run, plan_run
-from relaybatch.run_folder import run_paths
-from relaybatch.settings import EMULATOR_DEMO_KEY
+from relaybatch.settings import EMULATOR_DEMO_KEY, run_paths
 
 LABEL = {
     "type": "object",

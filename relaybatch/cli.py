@@ -121,7 +121,7 @@ def _budget_option(value: str | None) -> str | None:
 
 
 def _existing_run(run_name: str, runs_dir: Path | None) -> RunPaths:
-    from relaybatch.run_folder import run_paths
+    from relaybatch.settings import run_paths
 
     return run_paths(runs_dir, run_name).require_existing()
 
@@ -486,8 +486,7 @@ def plan(
     from relaybatch.costs.observed import observed_outputs
     from relaybatch.costs.plan import Plan, make_plan, output_notes
     from relaybatch.manifests import open_manifest
-    from relaybatch.run_folder import runs_dir_or_default
-    from relaybatch.settings import Settings
+    from relaybatch.settings import Settings, runs_dir_or_default
 
     checked = open_manifest(manifest)
     validation = checked.validate()
@@ -589,7 +588,8 @@ def resolve(
 
     from relaybatch.costs.terminal import list_unknown, settle_unknown
     from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
-    from relaybatch.run_folder import RunPaths, run_paths
+    from relaybatch.run_folder import RunPaths
+    from relaybatch.settings import run_paths
 
     paths = run_paths(runs_dir, run_name)
     if not any(
@@ -708,7 +708,7 @@ def merge(
 ) -> None:
     """Fold a run's shard stores into the run's own store and export its results from there."""
     from relaybatch.run import merge_shard_results
-    from relaybatch.run_folder import run_paths
+    from relaybatch.settings import run_paths
 
     paths = run_paths(runs_dir, run_name)
     for path in merge_shard_results(paths, shards):

@@ -14,7 +14,8 @@
 Every other module asks ``RunPaths`` for these names instead of spelling them, and for the shard
 folders' names (``shard_folder_name``, ``shard_of_folder``, ``RunPaths.shard_folders``). The module
 sits below the engine (the engine's media check and the costs' reports read these folders too), so
-it imports nothing of relaybatch but its errors and, when asked for the default, its settings.
+it imports nothing of relaybatch but its errors (the default runs folder comes from the settings:
+``relaybatch.settings.run_paths``).
 """
 
 from __future__ import annotations
@@ -150,14 +151,3 @@ class RunPaths:
                 )
             raise UserError(f"no run at {self.root}: run a manifest first (relaybatch run FILE)")
         return self
-
-
-def runs_dir_or_default(runs_dir: Path | None) -> Path:
-    """The runs folder: the one given, else RELAYBATCH_RUNS_DIR, else data/runs."""
-    from relaybatch.settings import Settings
-
-    return (Settings(runs_dir=runs_dir) if runs_dir else Settings()).runs_dir
-
-
-def run_paths(runs_dir: Path | None, name: str) -> RunPaths:
-    return RunPaths.for_run(runs_dir_or_default(runs_dir), name)

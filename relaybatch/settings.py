@@ -20,6 +20,7 @@ from relaybatch.errors import UserError
 from relaybatch.gateway.retry import RetryPolicy
 from relaybatch.gateway.routes import RouteSettings
 from relaybatch.gateway.timeouts import ClientTimeouts
+from relaybatch.run_folder import RunPaths
 from relaybatch.telemetry.settings import TelemetrySettings
 
 # The key the shipped emulator configuration (configs/emulator.yaml) grants to its demo account.
@@ -146,3 +147,12 @@ def _settings_problems(error: ValidationError) -> str:
             name += f" (or {_OPTIONS[name]})"
         lines.append(f"setting {name}: {message}")
     return "; ".join(lines) + " (fix or unset the variable)"
+
+
+def runs_dir_or_default(runs_dir: Path | None) -> Path:
+    """The runs folder: the one given, else RELAYBATCH_RUNS_DIR, else data/runs."""
+    return (Settings(runs_dir=runs_dir) if runs_dir else Settings()).runs_dir
+
+
+def run_paths(runs_dir: Path | None, name: str) -> RunPaths:
+    return RunPaths.for_run(runs_dir_or_default(runs_dir), name)

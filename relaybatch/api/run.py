@@ -33,8 +33,8 @@ from relaybatch.run.assemble import PlannedRun, RunOverrides, plan_run, store_pa
 from relaybatch.run.execution import RunOutcome, run_locally
 from relaybatch.run.retry import Retried, retry_failed
 from relaybatch.run.stopping import InterruptRelay
-from relaybatch.run_folder import RunPaths, run_paths
-from relaybatch.settings import Settings
+from relaybatch.run_folder import RunPaths
+from relaybatch.settings import Settings, run_paths
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -35,7 +35,8 @@ from relaybatch.run.views import (
     spend_lines,
     total_spend,
 )
-from relaybatch.run_folder import RunPaths, run_paths, runs_dir_or_default
+from relaybatch.run_folder import RunPaths
+from relaybatch.settings import run_paths, runs_dir_or_default
 
 __all__ = [
     "ExecuteResult",

@@ -40,7 +40,8 @@ from relaybatch.run import fingerprint, identity
 from relaybatch.run.locking import executing
 from relaybatch.run.reuse import Reused, reuse_answers
 from relaybatch.run.sharding import Shard
-from relaybatch.run_folder import RunPaths, run_paths
+from relaybatch.run_folder import RunPaths
+from relaybatch.settings import run_paths
 
 if TYPE_CHECKING:
     from relaybatch.cost_model import Budgets

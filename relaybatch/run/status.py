@@ -21,7 +21,7 @@ from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, 
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
 from relaybatch.run.views import RunMoney, run_money
-from relaybatch.run_folder import runs_dir_or_default
+from relaybatch.settings import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
 LISTED = 20

@@ -20,7 +20,7 @@ from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.config import FaultRule, FaultsConfig
 from relaybatch.engine import CheckpointStore
 from relaybatch.run import export_run_results, open_run, plan_run
-from relaybatch.run_folder import run_paths
+from relaybatch.settings import run_paths
 
 LABEL = {
     "type": "object",
