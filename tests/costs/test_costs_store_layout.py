@@ -188,3 +188,44 @@ def test_a_new_charge_keeps_its_place_among_migrated_rows(tmp_path: Path) -> Non
     finally:
         store.close()
     assert len(records) == 5 and typed(records[-1]) == typed(flat_record(later))
+
+
+def layout1_store(folder: Path) -> Path:
+    """A store as layout 1 left it: charge rows without ``wasted``, the view without it."""
+    path = folder / "costs.sqlite"
+    store = CostStore(path)
+    try:
+        store.record_many(sample_rows()[:2])
+    finally:
+        store.close()
+    connection = sqlite3.connect(path)
+    view = connection.execute("select sql from sqlite_schema where name = 'charges'").fetchone()[0]
+    old_view = (
+        view.replace(", wasted)", ")").replace(", c.wasted from charge_rows", " from charge_rows")
+    ).replace(", 0 from reservations", " from reservations")
+    connection.executescript(
+        "drop view charges; alter table charge_rows drop column wasted; "
+        f"{old_view}; pragma user_version = 1;"
+    )
+    connection.close()
+    return path
+
+
+def test_a_layout1_store_gets_wasted_and_reads_the_same(tmp_path: Path) -> None:
+    path = layout1_store(tmp_path)
+    reader = CostStore.open_read_only(path)  # read as it is: no wasted column, read as null
+    assert reader is not None
+    try:
+        before = list(reader.charges_since(["id", "usd", "wasted"]))
+    finally:
+        reader.close()
+    assert [row["wasted"] for row in before] == [None, None]
+
+    store = CostStore(path)  # opened for writing: migrated
+    try:
+        after = list(store.charges_since(["id", "usd", "wasted"]))
+    finally:
+        store.close()
+    assert raw(path, "pragma user_version") == [(SCHEMA_VERSION,)]
+    assert [(row["id"], row["usd"]) for row in after] == [(row["id"], row["usd"]) for row in before]
+    assert [row["wasted"] for row in after] == [0, 0]
