@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from relaybatch.engine.kinds import Finished
-from relaybatch.engine.states import DONE, FAILED, SENDING
+from relaybatch.engine.states import FAILED, SENDING
 from relaybatch.engine.store import Change, Row, now_ms
 from relaybatch.gateway.sending import SEND_TIMING, SendTiming
 from relaybatch.structured import INVALID_OUTPUT, check_answer, reask_request
@@ -67,15 +67,7 @@ async def settle_structured(
         )
         if checked.valid:
             result = {**outcome.result, "structured": checked.document}
-            fields = {
-                "result": result,
-                "latency_ms": latency_ms,
-                "limiter_wait_ms": waited_ms,
-                "finished_at": now_ms(),
-                "cost_usd": total,
-            }
-            await engine.writer.write(Change(row.key, DONE, fields))
-            engine.count_finished(row.kind, DONE)
+            await engine.finish_done(row, result, latency_ms, waited_ms, total)
             break
         reason = f"{INVALID_OUTPUT}: {checked.error}"
         if last or not engine.submitting:

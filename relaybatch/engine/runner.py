@@ -367,15 +367,7 @@ class Execution:
             return False
         cost = self.settle(replace(call, latency_ms=latency_ms), outcome.result)
         if isinstance(outcome, Finished):
-            fields = {
-                "result": outcome.result,
-                "latency_ms": latency_ms,
-                "limiter_wait_ms": waited_ms,
-                "finished_at": now_ms(),
-                "cost_usd": cost,
-            }
-            await self.writer.write(Change(row.key, DONE, fields))
-            self.count_finished(row.kind, DONE)
+            await self.finish_done(row, outcome.result, latency_ms, waited_ms, cost)
         else:
             assert isinstance(outcome, Submitted)
             fields = {
@@ -398,6 +390,20 @@ class Execution:
             )
         self.hook("result_committed", row.key)
         return isinstance(outcome, Submitted)
+
+    async def finish_done(
+        self, row: Row, result: dict[str, Any], latency_ms: float, waited_ms: float, cost: Decimal | None
+    ) -> None:
+        """A synchronous answer ends the item done, with its result, timings and cost."""
+        fields = {
+            "result": result,
+            "latency_ms": latency_ms,
+            "limiter_wait_ms": waited_ms,
+            "finished_at": now_ms(),
+            "cost_usd": cost,
+        }
+        await self.writer.write(Change(row.key, DONE, fields))
+        self.count_finished(row.kind, DONE)
 
     async def take_token(self, call: BilledCall) -> bool:
         """The limiter's token before `sending`: an item waiting at the limit is not sent, and a
