@@ -468,16 +468,17 @@ class CostStore:
         row = self.db.execute("select created_at, count from changes where id = 1").fetchone()
         return f"{row[0]}/{row[1]}" if row else ""
 
-    def outputs_by_job_and_model(self) -> dict[tuple[str, str], tuple[int, int, int]]:
-        """(calls, output tokens, reasoning tokens) of the charged calls, per (job, model): what
-        a later plan of the same job learns its answers' length from (costs/observed.py)."""
+    def outputs_by_job_and_model(self) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+        """(items, calls, output tokens, reasoning tokens) of the charged calls, per (job, model):
+        what a later plan of the same job learns its answers' length, and its calls an item (a
+        structured job's re-asks), from (costs/observed.py)."""
         sql = (
-            "select job, model, count(*), coalesce(sum(output_tokens), 0), "
+            "select job, model, count(distinct item_key), count(*), coalesce(sum(output_tokens), 0), "
             "coalesce(sum(reasoning_tokens), 0) from charges where outcome = ? group by job, model"
         )
         return {
-            (str(job), str(model)): (int(calls), int(output), int(reasoning))
-            for job, model, calls, output, reasoning in self.db.execute(sql, [CHARGED])
+            (str(job), str(model)): (int(items), int(calls), int(output), int(reasoning))
+            for job, model, items, calls, output, reasoning in self.db.execute(sql, [CHARGED])
         }
 
     def unknown_outcomes(self) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ Without them a plan can only assume (cost_model/expected.py: an answer is the re
 at most ``EXPECTED_ANSWER_TOKENS``), which puts a job of 500-word essays at a tenth of its bill.
 With them, a job's calls to a model are expected to write what that job's earlier calls to that
 model wrote on average (output and reasoning tokens of every charged call, wasted re-asks
-included), over every run under the runs folder. The plan says which it did for each job.
+included), over every run under the runs folder, and an item is expected to take as many calls as
+the earlier items took (a structured job's re-asks). The plan says which it did for each job.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from relaybatch.run_folder import COST_STORE_NAME
 
 @dataclass(frozen=True)
 class ObservedOutput:
-    """What a (job, model)'s earlier calls wrote: how many, and their mean output and reasoning."""
+    """What a (job, model)'s earlier calls wrote: for how many items, how many calls, and their mean
+    output and reasoning."""
 
+    items: int
     calls: int
     output_tokens: int
     reasoning_tokens: int
@@ -31,11 +34,17 @@ class ObservedOutput:
         return round(self.output_tokens / self.calls) if self.calls else 0
 
     @property
+    def calls_per_item(self) -> float:
+        """Above 1 for a structured job whose invalid answers were asked again."""
+        return self.calls / self.items if self.items else 1.0
+
+    @property
     def mean_reasoning(self) -> int:
         return round(self.reasoning_tokens / self.calls) if self.calls else 0
 
     def plus(self, other: ObservedOutput) -> ObservedOutput:
         return ObservedOutput(
+            self.items + other.items,
             self.calls + other.calls,
             self.output_tokens + other.output_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
@@ -59,7 +68,7 @@ def observed_outputs(runs_dir: Path) -> dict[tuple[str, str], ObservedOutput]:
             sums = store.outputs_by_job_and_model()
         finally:
             store.close()
-        for key, (calls, output, reasoning) in sums.items():
-            seen = ObservedOutput(calls, output, reasoning)
+        for key, (items, calls, output, reasoning) in sums.items():
+            seen = ObservedOutput(items, calls, output, reasoning)
             found[key] = found[key].plus(seen) if key in found else seen
     return found

@@ -152,8 +152,13 @@ def _learnt(expected: Expected, group: JobPlan, cap: int) -> Expected:
     seen = group.observed
     if seen is None:
         return expected
+    # An item takes as many calls as the job's earlier items did (a structured job's re-asks).
+    calls = seen.calls_per_item
     usage = replace(
-        expected.usage, output_tokens=min(seen.mean_output, cap), reasoning_tokens=seen.mean_reasoning
+        expected.usage,
+        input_tokens=round(expected.usage.input_tokens * calls),
+        output_tokens=round(min(seen.mean_output, cap) * calls),
+        reasoning_tokens=round(seen.mean_reasoning * calls),
     )
     return Expected(usage, tuple(name for name in expected.unknowns if name != REASONING_UNKNOWN))
 
@@ -171,6 +176,7 @@ def output_notes(plan: Plan) -> list[str]:
                 f"job {job.job} ({job.model}): output from {seen.calls:,} earlier answers in {runs}, "
                 f"{seen.mean_output:,} tokens an answer"
                 + (f" and {seen.mean_reasoning:,} reasoning" if seen.mean_reasoning else "")
+                + (f", {seen.calls_per_item:.2f} calls an item (re-asks)" if seen.calls > seen.items else "")
             )
         else:
             notes.append(

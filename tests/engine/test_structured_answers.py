@@ -14,6 +14,7 @@ import pytest
 from engine_fakes import ClientFactory
 from starlette.applications import Starlette
 
+from relaybatch.costs.observed import observed_outputs
 from relaybatch.costs.report import display_usd, load_spend, unguarded
 from relaybatch.costs.terminal import spend_summary
 from relaybatch.emulator import EmulatorState
@@ -101,6 +102,8 @@ async def test_invalid_answers_are_reasked_and_their_cost_is_wasted(
     assert wasted == sum((charge.usd for charge in broken), Decimal(0))
     assert sum(row["wasted"] for row in rows) == len(broken)
     assert states.count("done") >= 38
+    learnt = observed_outputs(tmp_path / "runs")[("labels", "relay-chat-small")]
+    assert (learnt.items, learnt.calls) == (40, len(rows))  # a later plan expects the re-asks too
     spend = load_spend(tmp_path / "runs", ["labels"], None, unguarded)
     assert spend.wasted_usd == wasted
     assert f"wasted {display_usd(wasted)} on answers that did not fit their schema" in spend_summary(spend)
