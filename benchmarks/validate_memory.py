@@ -39,8 +39,10 @@ def write_csv(path: Path, rows: int) -> None:
             )
 
 
-def measure(path: Path, offline: bool) -> tuple[float, float, str]:
-    """(peak RSS MiB, wall seconds, last output line) of one `relaybatch validate` process."""
+def measure(path: Path, offline: bool) -> tuple[float, float, float, str]:
+    """(peak RSS MiB, wall seconds, CPU seconds, last output line) of one `relaybatch validate` process.
+
+    CPU seconds (user + system, from os.wait4) compare runs on a shared machine; wall seconds do not."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "relaybatch", "validate", *(["--offline"] if offline else []), str(path)],
@@ -56,7 +58,7 @@ def measure(path: Path, offline: bool) -> tuple[float, float, str]:
     if process.returncode != 0:
         raise SystemExit(f"validate failed ({process.returncode}):\n{output}")
     summary = next((line for line in output.splitlines() if "valid," in line), output.strip())
-    return usage.ru_maxrss / 1024, seconds, summary
+    return usage.ru_maxrss / 1024, seconds, usage.ru_utime + usage.ru_stime, summary
 
 
 def main() -> None:
@@ -69,15 +71,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     peaks = []
-    print(f"{'rows':>10} {'peak RSS MiB':>13} {'wall s':>8}  output")
+    print(f"{'rows':>10} {'peak RSS MiB':>13} {'wall s':>8} {'CPU s':>8}  output")
     with tempfile.TemporaryDirectory(prefix="relaybatch-validate-") as folder:
         for rows in args.rows:
             path = Path(folder) / f"rows-{rows}.csv"
             write_csv(path, rows)
-            peak, seconds, summary = measure(path, args.offline)
+            peak, seconds, cpu, summary = measure(path, args.offline)
             path.unlink()
             peaks.append(peak)
-            print(f"{rows:>10,} {peak:>13.1f} {seconds:>8.1f}  {summary}")
+            print(f"{rows:>10,} {peak:>13.1f} {seconds:>8.1f} {cpu:>8.1f}  {summary}")
     ratio = peaks[1] / peaks[0]
     verdict = "meets" if ratio <= TARGET_RATIO and max(peaks) <= TARGET_MIB else "MISSES"
     print(

@@ -72,7 +72,12 @@ def kind_for_url(url: str, body: dict[str, Any]) -> tuple[Kind, dict[str, Any]] 
 def _line_to_item(row: Row, *, job: str, file: str) -> Expanded:
     values, line = row.values, row.line
     problems = [
-        Problem(file, line, name, "is required in a batch line (custom_id, method, url, body)")
+        Problem(
+            file,
+            line,
+            name,
+            "is required in a batch line; give custom_id, method, url and body on every line",
+        )
         for name in ("custom_id", "url", "body")
         if name not in values
     ]
@@ -81,7 +86,14 @@ def _line_to_item(row: Row, *, job: str, file: str) -> Expanded:
     body = values["body"]
     method = str(values.get("method", "POST")).upper()
     if not isinstance(body, dict):
-        return None, [Problem(file, line, "body", "must be a JSON object: the request to send")]
+        return None, [
+            Problem(
+                file,
+                line,
+                "body",
+                "must be a JSON object; put the request to send in body, as the OpenAI Batch API does",
+            )
+        ]
     mapped = kind_for_url(str(values["url"]), body)
     if mapped is None:
         known = ", ".join([*URL_KINDS, "/v1beta/models/{model}:generateContent", "/v1/websearch/{route}"])
@@ -91,7 +103,14 @@ def _line_to_item(row: Row, *, job: str, file: str) -> Expanded:
     kind, request = mapped
     expected = "GET" if kind == "web_search" else "POST"
     if method != expected:
-        return None, [Problem(file, line, "method", f"must be {expected} for {values['url']}")]
+        return None, [
+            Problem(
+                file,
+                line,
+                "method",
+                f'is {method}, and {values["url"]} takes {expected}; write "method": "{expected}"',
+            )
+        ]
     custom_id = str(values["custom_id"])
     return finish_item(
         job=job,

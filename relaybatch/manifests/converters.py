@@ -50,7 +50,7 @@ def take_via(kind: str, request: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def no_converter(kind: str) -> str:
-    return f"kind {kind} has no converter route; only {', '.join(FAMILY_OF_KIND)} have one"
+    return f"kind {kind} has no converter route; drop `via`, or use one of {', '.join(FAMILY_OF_KIND)}"
 
 
 def converter_refusals(kind: str, request: dict[str, Any]) -> list[tuple[str, str]]:
@@ -65,13 +65,17 @@ def converter_refusals(kind: str, request: dict[str, Any]) -> list[tuple[str, st
         found.append(("store", "the responses converter stores no responses; drop it or set it false"))
     for index, tool in enumerate(request.get("tools") or []):
         if isinstance(tool, dict) and tool.get("type") not in _HOSTED_TOOL_FREE:
-            message = f"'{tool.get('type')}' is a hosted tool, which the responses converter does not run"
+            message = (
+                f"'{tool.get('type')}' is a hosted tool, which the responses converter does not run; "
+                "drop it, or call a model of the openai family natively"
+            )
             found.append((f"tools[{index}].type", message))
     text = request.get("text")
     format_type = (text.get("format") or {}).get("type") if isinstance(text, dict) else None
     if format_type in _STRUCTURED_FORMATS:
         message = (
-            f"'{format_type}' is a structured output format, which the responses converter does not support"
+            f"'{format_type}' is a structured output format, which the responses converter does not "
+            "support; drop it, or use kind chat through the converter"
         )
         found.append(("text.format", message))
     return found

@@ -59,7 +59,7 @@ def _row_to_item(row: Row, *, job: str, file: str, base_dir: Path) -> Expanded:
             earlier.append(("image", str(error)))
     prompt = values.get("prompt") or None
     if prompt is None and kind in TEXT_KINDS:
-        earlier.append(("prompt", "is required: give the user message"))
+        earlier.append(("prompt", "is required; give the user message in a prompt column"))
     earlier += place_inputs(kind, request, prompt, values.get("system") or None, images)
     item_id = str(values.get("id") or row.number)
     return finish_item(

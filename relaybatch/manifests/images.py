@@ -88,7 +88,7 @@ def load_image(value: Any, base_dir: Path, kind: str = "chat") -> InlineImage:
 
 def _read_image(value: Any, base_dir: Path) -> InlineImage:
     if not isinstance(value, str) or not value.strip():
-        raise ImageInputError("is empty: give an image file path or base64 image bytes")
+        raise ImageInputError("is empty; give an image file path or base64 image bytes")
     text = value.strip()
     if text.startswith("data:") and ";base64," in text:
         return _from_base64(text.split(";base64,", 1)[1])
@@ -101,15 +101,19 @@ def _from_file(path: Path, shown: str, base_dir: Path) -> InlineImage:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ImageInputError(f"image file '{shown}' not found (paths are relative to {base_dir})") from None
+        raise ImageInputError(
+            f"image file '{shown}' not found; check the path (paths are relative to {base_dir})"
+        ) from None
     except OSError as error:
-        raise ImageInputError(f"image file '{shown}' is unreadable ({error.strerror})") from None
+        raise ImageInputError(
+            f"image file '{shown}' is unreadable ({error.strerror}); make it a file you may read"
+        ) from None
     note = _READS.get()
     if note is not None:
         note(path, raw)
     mime_type = sniff_mime_type(raw)
     if mime_type is None:
-        raise ImageInputError(f"'{shown}' is not a PNG, JPEG, GIF or WEBP image")
+        raise ImageInputError(f"'{shown}' is not a PNG, JPEG, GIF or WEBP image; convert it to one of those")
     return InlineImage(mime_type, base64.b64encode(raw).decode("ascii"))
 
 
@@ -117,10 +121,15 @@ def _from_base64(text: str) -> InlineImage:
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise ImageInputError("is neither an image file path nor valid base64 image bytes") from None
+        raise ImageInputError(
+            "is neither an image file path nor valid base64 image bytes; "
+            "give the path of an image file or its bytes in base64"
+        ) from None
     mime_type = sniff_mime_type(raw)
     if mime_type is None:
-        raise ImageInputError("decodes from base64 but is not a PNG, JPEG, GIF or WEBP image")
+        raise ImageInputError(
+            "decodes from base64 but is not a PNG, JPEG, GIF or WEBP image; encode one of those"
+        )
     return InlineImage(mime_type, text)
 
 

@@ -89,7 +89,14 @@ class Validation:
         if self.problems:
             problems = in_file_order(self.problems)
             if self.truncated:
-                problems.append(Problem("", None, None, f"... and {self.truncated} more problems"))
+                problems.append(
+                    Problem(
+                        "",
+                        None,
+                        None,
+                        f"... and {self.truncated} more problems; fix these and validate again to see them",
+                    )
+                )
             raise ManifestInvalid(problems)
 
 
@@ -272,7 +279,17 @@ def _open_yaml(path: Path) -> Manifest:
             [Problem(str(path), 1, None, "is empty; a manifest needs `jobs:` (docs/manifests.md)")]
         )
     if not isinstance(document, dict):
-        raise ManifestInvalid([Problem(str(path), 1, None, "must be a mapping with `run:` and `jobs:`")])
+        raise ManifestInvalid(
+            [
+                Problem(
+                    str(path),
+                    1,
+                    None,
+                    "is not a manifest; write a mapping with `jobs:` (and `run:` if needed), "
+                    "see docs/manifests.md",
+                )
+            ]
+        )
     # A value YAML reads differently from how it looks (`kind: no`) is reported as that, not again
     # as whatever the schema makes of what YAML read.
     said = [Problem(str(path), line, _field_name(loc), text) for line, loc, text in ambiguous]
@@ -381,7 +398,8 @@ def _job_specs(
             problems.append(
                 Problem(str(path), line_of(lines, ("jobs", index, "name")), f"jobs[{index}].name", message)
             )
-            continue
+            # Still checked, under a name of its own: its rows must not look like repeats of the other's.
+            spec, broken = spec.model_copy(update={"name": f"job-{index + 1}"}), broken | {"name"}
         seen.setdefault(spec.name, index)
         specs.append((index, spec, broken))
     return specs, problems

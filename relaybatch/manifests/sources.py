@@ -199,7 +199,11 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
             for number, values in enumerate(reader, start=rows_before + 1):
                 last_line = lines_before + reader.line_num
                 if None in values:
-                    yield BadRow(last_line, "has more cells than the header has columns")
+                    yield BadRow(
+                        last_line,
+                        "has more cells than the header has columns; "
+                        "quote a cell that holds a comma, or add the column",
+                    )
                     continue
                 yield Row(last_line, dict(values), number)
         except (UnicodeDecodeError, TextFileError) as error:
@@ -214,7 +218,7 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
 
 
 _CSV_QUOTES = (
-    "is not valid CSV ({error}) in the row that starts here: a cell that opens with a quote must end "
+    "is not valid CSV ({error}) in the row that starts here; a cell that opens with a quote must end "
     'with one, and a quote inside a quoted cell is written twice ("")'
 )
 

@@ -35,7 +35,7 @@ def template_fields(template: str) -> list[str]:
         if not name.isidentifier() or spec or conversion:
             extra = ("!" + conversion if conversion else "") + (":" + spec if spec else "")
             raise TemplateError(
-                f"bad placeholder {{{name}{extra}}} in template: use a bare column name such as {{question}}"
+                f"bad placeholder {{{name}{extra}}} in template; use a bare column name such as {{question}}"
             )
         names.append(name)
     return names

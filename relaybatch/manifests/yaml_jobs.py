@@ -203,7 +203,11 @@ class YamlJob:
         """A data file that is not there or not a data file, and columns the job uses that it lacks."""
         assert self.data is not None
         if self.data.suffix.lower() not in DATA_SUFFIXES:
-            return [self._problem(f"'{self.spec.data}' must be a {', '.join(DATA_SUFFIXES)} file", "data")]
+            return [
+                self._problem(
+                    f"'{self.spec.data}' is not a data file; use a {', '.join(DATA_SUFFIXES)} file", "data"
+                )
+            ]
         if not self.data.is_file():
             message = (
                 f"data file '{self.spec.data}' not found next to the manifest; "
@@ -223,7 +227,7 @@ class YamlJob:
                 problems.append(
                     self._problem(
                         f"names column '{column}' that {self.data.name} does not have "
-                        f"(columns: {', '.join(columns)})",
+                        f"(columns: {', '.join(columns)}); use one of them, or add the column",
                         *location,
                     )
                 )
@@ -286,7 +290,10 @@ class YamlJob:
             return None, [Problem(file, row.line, column, message) for column, message in earlier]
         missing = sorted(column for column in self._needed if column not in row.values)
         if missing:
-            message = f"has no column {', '.join(missing)} that the job's templates use"
+            message = (
+                f"has no column {', '.join(missing)} that the job's templates use; "
+                "add it to the row, or change the template"
+            )
             return None, [Problem(file, row.line, None, message)]
         request = fill(self.request_template, row.values)
         earlier += self._inputs(request, row.values, images)

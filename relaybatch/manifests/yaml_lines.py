@@ -58,7 +58,9 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
             size = self._sizes.get(id(node))
             if size is None:
-                raise YamlLimitError(line, f"alias *{event.anchor} refers to a value that contains it")
+                raise YamlLimitError(
+                    line, f"alias *{event.anchor} refers to a value that contains it; write the value out"
+                )
             self._alias_values += size
             if self._alias_values > MAX_ALIAS_VALUES:
                 raise YamlLimitError(

@@ -46,11 +46,13 @@ def _from_file(path: Path, named: str) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SchemaError(f"schema file '{named}' not found next to the manifest") from None
+        raise SchemaError(f"schema file '{named}' not found next to the manifest; check the path") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SchemaError(f"schema file '{named}' is not readable JSON ({error})") from None
+        raise SchemaError(f"schema file '{named}' is not readable JSON ({error}); save it as JSON") from None
     if not isinstance(document, dict):
-        raise SchemaError(f"schema file '{named}' must hold a JSON object (a JSON Schema)")
+        raise SchemaError(
+            f"schema file '{named}' does not hold a JSON object; write a JSON Schema object in it"
+        )
     return document
 
 
@@ -63,7 +65,7 @@ def _from_model(target: str) -> dict[str, Any]:
     model = getattr(module, class_name, None)
     schema_of = getattr(model, "model_json_schema", None)
     if schema_of is None:
-        raise SchemaError(f"'{target}' is not a pydantic model (module:Class)")
+        raise SchemaError(f"'{target}' is not a pydantic model; name one as module:Class")
     schema: dict[str, Any] = schema_of()
     return schema
 

@@ -29,7 +29,10 @@ def test_validate_lists_every_located_problem_and_exits_1(write, tmp_path: Path)
         in (result.output)
     )
     assert "d.csv" not in result.output
-    assert f"{manifest}:3: has no column missing that the job's templates use" in result.output
+    assert (
+        f"{manifest}:3: has no column missing that the job's templates use; "
+        "add it to the row, or change the template" in result.output
+    )
     assert "Traceback" not in result.output
 
 

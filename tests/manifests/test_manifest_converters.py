@@ -55,9 +55,9 @@ def test_the_responses_converters_limits_and_kinds_without_one_are_errors(write,
     assert _problems(manifest) == [
         f"{manifest}:7: jobs[0].request.previous_response_id: the responses converter is stateless; drop it",
         f"{manifest}:7: jobs[0].request.store: the responses converter stores no responses; drop it or set it false",
-        f"{manifest}:7: jobs[0].request.tools[1].type: 'web_search' is a hosted tool, which the responses converter does not run",
-        f"{manifest}:7: jobs[0].request.text.format: 'json_schema' is a structured output format, which the responses converter does not support",
-        f"{manifest}:9: jobs[1].via: kind image has no converter route; only chat, responses, messages, generate_content have one",
+        f"{manifest}:7: jobs[0].request.tools[1].type: 'web_search' is a hosted tool, which the responses converter does not run; drop it, or call a model of the openai family natively",
+        f"{manifest}:7: jobs[0].request.text.format: 'json_schema' is a structured output format, which the responses converter does not support; drop it, or use kind chat through the converter",
+        f"{manifest}:9: jobs[1].via: kind image has no converter route; drop `via`, or use one of chat, responses, messages, generate_content",
     ]
     batch = tmp_path / "b.jsonl"
     assert _problems(batch) == [

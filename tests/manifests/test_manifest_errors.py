@@ -122,7 +122,7 @@ def test_a_quote_never_closed_is_refused_at_its_row_instead_of_swallowing_the_re
     # Before, the cell ran to the end of the file: 1 item for a table of 3 rows, and no error.
     table = write("t.csv", 'id,model,prompt\nq1,m,fine\nq2,m,"open\nq3,m,lost\nq4,m,lost too\n')
     assert _problems(table) == [
-        f"{table}:3: is not valid CSV (unexpected end of data) in the row that starts here: a cell that "
+        f"{table}:3: is not valid CSV (unexpected end of data) in the row that starts here; a cell that "
         'opens with a quote must end with one, and a quote inside a quoted cell is written twice ("")'
     ]
     fine = write("fine.csv", 'id,model,prompt\nq1,m,"a ""quoted"" word\nover two lines"\nq2,m,b\n')
@@ -211,10 +211,10 @@ def test_a_template_naming_a_missing_column_points_at_the_template(write, tmp_pa
     )
     problems = _problems(manifest)
     assert problems == [
-        f"{manifest}:5: jobs[0].prompt: names column 'questoin' that d.csv does not have (columns: id, question)",
+        f"{manifest}:5: jobs[0].prompt: names column 'questoin' that d.csv does not have (columns: id, question); use one of them, or add the column",
         f"{manifest}:6: jobs[0].request.max_tokens: names column 'limit' that d.csv does not have "
-        "(columns: id, question)",
-        f"{manifest}:7: jobs[0].carry: names column 'topic' that d.csv does not have (columns: id, question)",
+        "(columns: id, question); use one of them, or add the column",
+        f"{manifest}:7: jobs[0].carry: names column 'topic' that d.csv does not have (columns: id, question); use one of them, or add the column",
     ]
 
 
@@ -232,7 +232,9 @@ def test_a_row_missing_a_template_column_names_its_row(write) -> None:
               - {p: oops}
         """,
     )
-    assert _problems(manifest) == [f"{manifest}:8: has no column q that the job's templates use"]
+    assert _problems(manifest) == [
+        f"{manifest}:8: has no column q that the job's templates use; add it to the row, or change the template"
+    ]
 
 
 def test_unsafe_placeholders_are_refused(write) -> None:
@@ -266,7 +268,7 @@ def test_bad_rows_in_a_data_file_name_the_data_file_and_line(write, tmp_path: Pa
     )
     data = tmp_path / "d.jsonl"
     assert _problems(manifest) == [
-        f"{data}:1: has no column limit that the job's templates use",
+        f"{data}:1: has no column limit that the job's templates use; add it to the row, or change the template",
         f"{data}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
         "write one JSON object per line",
         f"{data}:4: is not a JSON object; write one object per line",
@@ -285,9 +287,9 @@ def test_image_inputs_that_cannot_be_read_name_their_row(write, tmp_path: Path, 
     )
     data = tmp_path / "pics" / "d.csv"
     assert _problems(manifest) == [
-        f"{data}:3: photo: image file 'missing.png' not found (paths are relative to {tmp_path / 'pics'})",
-        f"{data}:4: photo: 'fake.png' is not a PNG, JPEG, GIF or WEBP image",
-        f"{data}:5: photo: is neither an image file path nor valid base64 image bytes",
+        f"{data}:3: photo: image file 'missing.png' not found; check the path (paths are relative to {tmp_path / 'pics'})",
+        f"{data}:4: photo: 'fake.png' is not a PNG, JPEG, GIF or WEBP image; convert it to one of those",
+        f"{data}:5: photo: is neither an image file path nor valid base64 image bytes; give the path of an image file or its bytes in base64",
     ]
 
 
@@ -331,13 +333,13 @@ def test_one_pass_reports_structure_templates_rows_files_and_kind_checks_togethe
         f"{manifest}:3: colour: is not a manifest field; the fields here are run, jobs (docs/manifests.md)",
         f"{manifest}:5: jobs[0].kind: 'chatt' is not allowed here; use one of chat, responses, messages, "
         "generate_content, image, video, video_v1, judgment, web_search (did you mean 'chat'?)",
-        f"{manifest}:6: jobs[1].prompt: names column 'questoin' that d.csv does not have (columns: id, q, photo)",
+        f"{manifest}:6: jobs[1].prompt: names column 'questoin' that d.csv does not have (columns: id, q, photo); use one of them, or add the column",
         # Once, at the job's line: the request the manifest writes lacks it, whatever the row.
         f"{manifest}:8: jobs[3].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
         f"{manifest}:9: jobs[4].name: job name 'kinds' is already used by jobs[3]; job names are unique",
         f"{manifest}:10: jobs[5].items: gives no rows; give at least one row",
-        f"{data}:3: photo: image file 'dog.png' not found (paths are relative to {tmp_path})",
-        f"{rows}:1: has no column n that the job's templates use",
+        f"{data}:3: photo: image file 'dog.png' not found; check the path (paths are relative to {tmp_path})",
+        f"{rows}:1: has no column n that the job's templates use; add it to the row, or change the template",
         f"{rows}:2: is not valid JSON (Expecting property name enclosed in double quotes); "
         "write one JSON object per line",
         f"{rows}:3: n: 'lots' is not a number; write a number (e.g. n: 1)",
@@ -357,7 +359,7 @@ def test_a_row_with_a_bad_input_still_gets_its_gateway_checks(write, tmp_path: P
     assert _problems(manifest) == [
         f"{manifest}:2: jobs[0].request.max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
         f"{manifest}:2: jobs[0].request.temperature: is 3, above the most allowed (1); use 1 or less (e.g. temperature: 0.2)",
-        f"{data}:2: photo: image file 'missing.png' not found (paths are relative to {tmp_path})",
+        f"{data}:2: photo: image file 'missing.png' not found; check the path (paths are relative to {tmp_path})",
     ]
 
 
@@ -390,6 +392,6 @@ def test_gif_inputs_are_refused_for_generate_content_only(write, tmp_path: Path)
     )
     assert _problems(manifest) == [
         f"{manifest}:2: photo: is image/gif, which generate-content does not accept; convert it to PNG, JPEG or WEBP",
-        f"{manifest}:2: photo: image file 'pics/none.png' not found (paths are relative to {tmp_path})",
+        f"{manifest}:2: photo: image file 'pics/none.png' not found; check the path (paths are relative to {tmp_path})",
         f"{manifest}:7: jobs[2].request.contents[0].parts[0]: mimeType image/gif is not accepted; use PNG, JPEG or WEBP",
     ]

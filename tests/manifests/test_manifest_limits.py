@@ -66,7 +66,9 @@ def test_small_aliases_stay_usable(tmp_path: Path) -> None:
 def test_an_alias_inside_itself_is_refused(tmp_path: Path) -> None:
     manifest = tmp_path / "m.yaml"
     manifest.write_text("jobs:\n  - &job {name: a, kind: chat, model: m, prompt: x, items: [*job]}\n")
-    assert _problems(manifest) == [f"{manifest}:2: alias *job refers to a value that contains it"]
+    assert _problems(manifest) == [
+        f"{manifest}:2: alias *job refers to a value that contains it; write the value out"
+    ]
 
 
 def test_deep_nesting_is_refused_at_its_line(tmp_path: Path) -> None:

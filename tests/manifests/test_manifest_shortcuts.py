@@ -95,7 +95,7 @@ def test_shortcut_problems_name_row_and_field(write) -> None:
     with pytest.raises(ManifestInvalid) as caught:
         load_items(path)
     assert [str(p) for p in caught.value.problems] == [
-        f"{path}:2: prompt: is required: give the user message",
+        f"{path}:2: prompt: is required; give the user message in a prompt column",
         f"{path}:3: kind: 'essay' is not a kind; use one of chat, responses, messages, generate_content, image, video, video_v1, judgment, web_search",
         f"{path}:4: max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
     ]
@@ -186,7 +186,7 @@ def test_batch_line_mistakes_are_located(tmp_path: Path) -> None:
     assert problems[0].startswith(f"{path}:2: url: '/v1/embeddings' is not a route relaybatch runs")
     assert problems[1:] == [
         f"{path}:3: max_tokens: is required; add `max_tokens:` (e.g. max_tokens: 64)",
-        f"{path}:4: body: is required in a batch line (custom_id, method, url, body)",
+        f"{path}:4: body: is required in a batch line; give custom_id, method, url and body on every line",
         f"{path}:5: item 'c2' duplicates the item at {path}:1 (same job and request); remove one",
     ]
 

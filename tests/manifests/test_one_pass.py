@@ -183,6 +183,6 @@ def test_a_job_refused_in_one_field_still_has_its_data_file_and_rows_checked(
     assert problems == [
         f'{manifest}:2: jobs[0].budget_usd: is -1 and must be above 0; use a number above 0 (e.g. budget_usd: "5.00")',
         f"{manifest}:3: jobs[1].colour: is not a manifest field; the fields here are {JOB_FIELDS} (docs/manifests.md)",
-        f"{tmp_path / 'd.csv'}:3: photo: image file 'dog.png' not found (paths are relative to {tmp_path})",
+        f"{tmp_path / 'd.csv'}:3: photo: image file 'dog.png' not found; check the path (paths are relative to {tmp_path})",
         f"{manifest}:3: jobs[1].data: data file 'none.csv' not found next to the manifest; check the path (it is relative to m.yaml's folder)",
     ]

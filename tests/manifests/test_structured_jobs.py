@@ -72,7 +72,7 @@ def test_unusable_schemas_are_located(write) -> None:
         in problems
     )
     assert (
-        f"{manifest}:12: jobs[1].output_schema: schema file 'nowhere.json' not found next to the manifest"
+        f"{manifest}:12: jobs[1].output_schema: schema file 'nowhere.json' not found next to the manifest; check the path"
         in problems
     )
     assert any(
