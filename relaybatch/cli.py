@@ -548,15 +548,74 @@ def status(
     show_all: Annotated[
         bool, typer.Option("--all", help="List every failed, uncertain, cancelled and superseded item.")
     ] = False,
+    older_than: Annotated[
+        float,
+        typer.Option(
+            "--older-than",
+            min=0,
+            help="List remote work (videos, V1 tasks) open for longer than this many seconds.",
+        ),
+    ] = 300.0,
 ) -> None:
     """Print a run's counts per state and job, how its last execution ended, every item that did
-    not end done with its reason (the first 20 of each state), and the command that resumes it."""
+    not end done with its reason (the first 20 of each state), remote work open for longer than
+    --older-than with its age, last status and last poll, and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
     from relaybatch.run.status import status_view
 
     paths = _existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        console.print(status_view(store, run_name, show_all))
+        console.print(status_view(store, run_name, show_all, older_than))
+
+
+@app.command()
+@reports_user_errors
+def cancel(
+    run_name: RunArgument,
+    items: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[ITEM]...", help="Item ids to cancel (as `status` lists them)."),
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option("--job", help="Only this job's items (all of its open ones without ITEM).")
+    ] = None,
+    all_open: Annotated[
+        bool, typer.Option("--all-open", help="Every open remote render of the run (of --job's, with it).")
+    ] = False,
+    base_url: BaseUrlOption = None,
+    runs_dir: RunsDirOption = None,
+) -> None:
+    """Cancel a run's remote renders still running at the gateway (DELETE) and record them cancelled.
+    A render that finished meanwhile is kept (the next run downloads it); V1 tasks have no cancel route."""
+    import asyncio
+
+    from relaybatch.connect import open_client
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.gateway import RetryPolicy
+    from relaybatch.run.cancel import cancel_remote_work, chosen_items
+    from relaybatch.run.locking import RUN_ADVICE, holding, what_runs_in
+    from relaybatch.settings import Settings
+
+    if not (items or job or all_open):
+        raise UserError("name what to cancel: ITEM ids, --job NAME, or --all-open")
+    paths = _existing_run(run_name, runs_dir)
+    settings = Settings(base_url=base_url) if base_url else Settings()
+
+    async def cancel_them(store: CheckpointStore) -> list[str]:
+        rows, left_out = chosen_items(store, items or [], job, all_open)
+        async with open_client(settings, retry=RetryPolicy(max_attempts=1)) as client:
+            report = await cancel_remote_work(store, client, rows)
+        report.kept.update(left_out)
+        return report.lines()
+
+    with holding(paths.root, f"cancelling remote work of {what_runs_in(paths)}", RUN_ADVICE, momentary=True):
+        store = CheckpointStore(paths.checkpoint)
+        try:
+            lines = asyncio.run(cancel_them(store))
+        finally:
+            store.close()
+    for line in lines:
+        console.print(line, markup=False)
 
 
 @app.command()

@@ -138,7 +138,7 @@ async def submit_web_search(client: GatewayClient, request: dict[str, Any], medi
 
 # Only these end a paid render; any other status (``queued``, ``in_progress``, or a word this
 # client does not know, such as ``processing``) is still running, and the word is kept verbatim.
-_VIDEO_TERMINAL = {"completed", "failed", "cancelled"}
+VIDEO_TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 
 def _video_summary(video: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ async def submit_video(client: GatewayClient, request: dict[str, Any], media: Me
 async def poll_video(client: GatewayClient, video_id: str, media: MediaFiles) -> PollAnswer:
     video = as_dict(await _method(client, "video_get")(video_id))
     status = str(video.get("status", ""))
-    if status not in _VIDEO_TERMINAL:
+    if status not in VIDEO_TERMINAL_STATUSES:
         return PollAnswer("running", {"remote": _video_summary(video)})
     summary = {"remote": _video_summary(video)}
     if status == "completed":

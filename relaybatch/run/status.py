@@ -1,12 +1,14 @@
 """What `relaybatch status RUN` shows: counts per state and job, how the last execution ended, the
 run's money (spent, unknown outcomes, in flight, each budget and what is left of it), every item
-that did not end done (with its reason), done items whose media files could not be downloaded
-again, and the command that resumes the run."""
+that did not end done (with its reason), remote work (videos, V1 tasks) open for longer than a
+threshold with its age, last status and last poll (stuck renders say so), done items whose media
+files could not be downloaded again, and the command that resumes the run."""
 
 from __future__ import annotations
 
 import shlex
 import sqlite3
+import time
 from pathlib import Path
 
 from rich.console import Group
@@ -17,7 +19,16 @@ from relaybatch.console import table as folding_table
 from relaybatch.cost_model import projected_total, projection_warning
 from relaybatch.costs.report import display_usd, store_folders
 from relaybatch.engine.poller import MEDIA_MISSING_MESSAGE
-from relaybatch.engine.states import ALL_STATES, CANCELLED, FAILED, SUPERSEDED, TERMINAL_STATES, UNCERTAIN
+from relaybatch.engine.states import (
+    ALL_STATES,
+    CANCELLED,
+    FAILED,
+    POLLING,
+    SUBMITTED,
+    SUPERSEDED,
+    TERMINAL_STATES,
+    UNCERTAIN,
+)
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
 from relaybatch.run.views import RunMoney, run_money
@@ -34,6 +45,8 @@ EXPLAINED = {
 }
 
 _WITHOUT_REASON = {SUPERSEDED: "no longer in the manifest", CANCELLED: "cancelled"}
+# Remote work open for longer than this is listed (`relaybatch status --older-than`).
+OPEN_AFTER_SECONDS = 300.0
 
 
 def counts_table(store: CheckpointStore) -> Table:
@@ -164,6 +177,57 @@ def money_parts(run_dir: Path, items: tuple[int, int] | None = None) -> list[Tab
     return [*parts, Text(f"money: {money_line(money, executing, items)}")]
 
 
+def _age(seconds: float) -> str:
+    minutes, second = divmod(int(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{hours}:{minute:02d}:{second:02d}"
+
+
+def open_remote_parts(
+    store: CheckpointStore, run_name: str, older_than: float, limit: int | None
+) -> list[Table | Text]:
+    """Videos and V1 tasks created longer than ``older_than`` seconds ago and not finished: age
+    since the create, the status the last poll saw (verbatim), how long ago that poll was, and the
+    reason stuck renders carry (relaybatch/engine/poll_plan.py)."""
+    now_ms = time.time() * 1000.0
+    columns = ["job", "item_id", "submitted_at", "result", "last_error"]
+    rows = [
+        row
+        for row in store.iter_items(states=[SUBMITTED, POLLING], columns=columns)
+        if row["submitted_at"] is not None and now_ms - row["submitted_at"] >= older_than * 1000.0
+    ]
+    if not rows:
+        return []
+    rows.sort(key=lambda row: row["submitted_at"])
+    title = f"remote work open for more than {_age(older_than)} (oldest first)"
+    table = folding_table("job", "item", "age", "last status", "last poll", "note", title=title)
+    for row in rows[:limit]:
+        result = row["result"] or {}
+        remote = result.get("remote")
+        remote = remote if isinstance(remote, dict) else {}
+        polled = result.get("polled_at")
+        table.add_row(
+            row["job"],
+            row["item_id"],
+            _age((now_ms - row["submitted_at"]) / 1000.0),
+            str(remote.get("status") or "-"),
+            f"{_age((now_ms - polled) / 1000.0)} ago" if isinstance(polled, int | float) else "never",
+            row["last_error"] or "",
+        )
+    parts: list[Table | Text] = [table]
+    if limit is not None and len(rows) > limit:
+        command = status_command(store.path.parent.parent, run_name, "--all")
+        parts.append(Text(f"... and {len(rows) - limit} more open; `{command}` lists them"))
+    if any((row["last_error"] or "").startswith("stuck:") for row in rows):
+        parts.append(
+            Text(
+                "Stuck renders passed their render deadline (the job's video.render_deadline_seconds): "
+                "a resume polls them again; `relaybatch cancel RUN --all-open` cancels them at the gateway."
+            )
+        )
+    return parts
+
+
 def media_missing_parts(store: CheckpointStore, run_name: str, limit: int | None) -> list[Table | Text]:
     """Done items whose media files could not be downloaded again (engine/poller.py, "Missing media")."""
     total, rows = store.done_with_note(MEDIA_MISSING_MESSAGE, limit)
@@ -203,7 +267,9 @@ def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
     return shlex.join(["relaybatch", "status", run_name, *options, *runs_dir_options(runs_dir)])
 
 
-def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -> Group:
+def status_view(
+    store: CheckpointStore, run_name: str, show_all: bool = False, older_than: float = OPEN_AFTER_SECONDS
+) -> Group:
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
     counts = store.count_by_state()
     ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES and state != SUPERSEDED)
@@ -219,6 +285,7 @@ def status_view(store: CheckpointStore, run_name: str, show_all: bool = False) -
         if limit is not None and total > limit:
             command = status_command(store.path.parent.parent, run_name, "--all")
             parts.append(Text(f"... and {total - limit} more {state}; `{command}` lists them"))
+    parts.extend(open_remote_parts(store, run_name, older_than, limit))
     parts.extend(media_missing_parts(store, run_name, limit))
     if counts.get(UNCERTAIN):
         parts.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -15,7 +16,9 @@ from engine_fakes import FAST, FAST_MEDIA
 from engine_items import video
 from pydantic import SecretStr
 from starlette.applications import Starlette
+from typer.testing import CliRunner
 
+from relaybatch.cli import app as cli_app
 from relaybatch.emulator import create_app, load_config
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, RunSummary, execute
 from relaybatch.engine.poll_plan import RenderJob, RenderSettings
@@ -223,3 +226,69 @@ def test_the_manifest_sets_render_settings_and_caps(tmp_path: Path) -> None:
     assert renders.max_in_flight_per_model == {"relay-video-2": 40}
     assert renders.job("clips") == RenderJob(120, 1800, "cancel", 5)
     assert renders.job("other") == RenderJob()
+
+
+async def test_status_lists_open_remote_work_with_age_last_status_and_last_poll(
+    tmp_path: Path, run_on: Callable[..., Any]
+) -> None:
+    app = app_with()
+    store = CheckpointStore(tmp_path / "stuck-run" / "checkpoint.sqlite")
+    store.add_items([video(1), video(2, prompt="emulator:stuck")])
+    await run_on(app, store, stuck_settings())
+    store.close()
+
+    result = CliRunner().invoke(
+        cli_app, ["status", "stuck-run", "--runs-dir", str(tmp_path), "--older-than", "0"], terminal_width=250
+    )
+    assert result.exit_code == 0, result.output
+    assert "remote work open for more than 0:00:00" in result.output
+    [line] = [line for line in result.output.splitlines() if "video-2" in line and "│" in line]
+    assert "0:00:0" in line and "in_progress" in line and "ago" in line and "stuck: rendering for" in line
+    assert "video-1" not in result.output  # done
+    assert "relaybatch cancel RUN --all-open" in result.output
+    quiet = CliRunner().invoke(
+        cli_app, ["status", "stuck-run", "--runs-dir", str(tmp_path)], terminal_width=250
+    )
+    assert "remote work open" not in quiet.output  # younger than the default 5 minutes
+
+
+def test_cancel_command_stops_running_renders_and_records_them(tmp_path: Path) -> None:
+    from relaybatch.connect import EMBEDDED_BASE_URL, embedded_emulator
+
+    app = embedded_emulator()  # the gateway `relaybatch cancel` reaches without a base URL
+    store = CheckpointStore(tmp_path / "clips" / "checkpoint.sqlite")
+    items = [video(1, prompt="emulator:stuck"), video(2, prompt="emulator:stuck"), video(3), video(4)]
+    store.add_items(items)
+
+    async def create_three() -> None:
+        async with GatewayClient(
+            EMBEDDED_BASE_URL, SecretStr(EMULATOR_DEMO_KEY), transport=httpx.ASGITransport(app=app)
+        ) as client:
+            for item in items[:3]:
+                created = await client.video_create(item.request)
+                store.transition(item.key, "sending", attempts=1)
+                store.transition(item.key, "submitted", remote_id=created.id)
+
+    asyncio.run(create_three())
+    store.close()
+    runner = CliRunner()
+    refused = runner.invoke(cli_app, ["cancel", "clips", "--runs-dir", str(tmp_path)])
+    assert refused.exit_code == 1 and "--all-open" in refused.output
+
+    one = runner.invoke(cli_app, ["cancel", "clips", "video-1", "video-4", "--runs-dir", str(tmp_path)])
+    assert one.exit_code == 0, one.output
+    assert "cancelled 1 remote render(s): video-1" in one.output
+    assert "kept video-4: not open remote work (it is pending)" in one.output
+    every = runner.invoke(cli_app, ["cancel", "clips", "--all-open", "--runs-dir", str(tmp_path)])
+    assert "cancelled 2 remote render(s): video-2, video-3" in every.output, every.output
+
+    store = CheckpointStore(tmp_path / "clips" / "checkpoint.sqlite")
+    states = {item.item_id: store.item(item.key)["state"] for item in items}
+    assert states == {
+        "video-1": "cancelled",
+        "video-2": "cancelled",
+        "video-3": "cancelled",
+        "video-4": "pending",
+    }
+    assert store.item(items[0].key)["last_error"].startswith("cancelled with `relaybatch cancel`")
+    store.close()
