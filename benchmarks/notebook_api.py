@@ -13,9 +13,12 @@
 2. Export beside an execution: 20,000-item CLI runs alone and with `relaybatch export RUN` started
    once half the requests were answered (a snapshot under <run>/snapshot/), alternated; the run's
    items/s with and without, and the done rows the snapshot held.
+3. Reuse: a second run of the same requests with ``reuse:`` naming the first: requests sent (the
+   emulator's count) and the USD its ledger bills (targets: 0 and 0).
 
     .venv/bin/python benchmarks/notebook_api.py                 # both, 20,000 items, 3 rounds
     .venv/bin/python benchmarks/notebook_api.py --part export --rounds 5
+    .venv/bin/python benchmarks/notebook_api.py --part reuse    # 3. a second run with reuse:
 """
 
 from __future__ import annotations
@@ -235,11 +238,48 @@ def _export_when(
     exported.append(f"{line} ({time.monotonic() - started:.2f} s, exit {done.returncode})")
 
 
+def reuse_run(items: int, root: Path) -> None:
+    """A run of the rows, then a second run of the same requests with ``reuse:`` naming the first:
+    requests sent (the emulator's count), its ledger's USD, and its seconds."""
+    work = write_work(items, root)
+    second = root / "again.yaml"
+    second.write_text(
+        f"run: {{name: again, reuse: [{work.stem}], concurrency: {CONCURRENCY}}}\n"
+        f"jobs:\n  - {{name: {work.stem}, kind: chat, model: {MODEL}, prompt: '{{prompt}}', id: '{{id}}', "
+        f"request: {{max_tokens: {MAX_TOKENS}}}, data: {work.name}}}\n"
+    )
+    scenario = Scenario("open", items, rpm=0, latency=0.0, injected_429_rate=0.0)
+    runs = root / "runs"
+    relaybatch = PROJECT_PYTHON.with_name("relaybatch")
+    with ServedEmulator(emulator_config(scenario, root)) as emulator:
+        first = timed(cli_command(work, runs, emulator), root / "first.log")
+        before, billed_before = answered(emulator), len(emulator.admin("/_emulator/ledger")["charges"])
+        command = [str(relaybatch), "run", str(second), "--runs-dir", str(runs), "--base-url", emulator.url]
+        again = timed(command, root / "again.log")
+        sent = answered(emulator) - before  # the free model catalog read included
+        billed = len(emulator.admin("/_emulator/ledger")["charges"]) - billed_before
+    import pyarrow.parquet as pq
+
+    ledger = pq.read_table(runs / "again" / "ledger.parquet", columns=["usd", "outcome"]).to_pylist()
+    results = pq.read_table(runs / "again" / "results" / f"{work.stem}.parquet", columns=["reused_from"])
+    reused = results.column("reused_from").null_count == 0
+    print()
+    print(f"### A second run of the same {items:,} requests with `reuse:` naming the first")
+    print()
+    print(
+        f"first run {first[0]:.1f} s; the reusing run: exit {again[3]}, {billed} billed requests on the "
+        f"emulator's ledger ({sent} answered in all: the free model catalog read), its ledger "
+        f"{len(ledger):,} rows, {sum(row['usd'] for row in ledger):.2f} USD, outcomes "
+        f"{sorted({row['outcome'] for row in ledger})}, every result says where it came from: {reused}; "
+        f"{again[0]:.1f} s, {again[2]:.1f} s CPU, peak {again[1]:.0f} MB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--part", choices=("api", "export", "both"), default="both")
+    parser.add_argument("--part", choices=("api", "export", "reuse", "both"), default="both")
     arguments = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="relaybatch-notebook-api-") as scratch:
@@ -251,6 +291,10 @@ def main() -> None:
             folder = Path(scratch) / "export"
             folder.mkdir()
             export_beside(arguments.items, arguments.rounds, folder)
+        if arguments.part in ("reuse", "both"):
+            folder = Path(scratch) / "reuse"
+            folder.mkdir()
+            reuse_run(arguments.items, folder)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
