@@ -27,7 +27,7 @@ from prefect.logging.loggers import flow_run_logger
 from prefect.states import Cancelled
 from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact, read_progress
 from relaybatch.flows.summary import publish_summary
-from relaybatch.tasks import execute_items, export_outputs, plan_items
+from relaybatch.tasks import execute_items, export_outputs, plan_items, plan_partition_items
 
 from relaybatch.costs.report import run_spend_figures
 from relaybatch.costs.terminal import budget_summary, run_budget_uses, spend_summary
@@ -35,6 +35,7 @@ from relaybatch.manifests import run_name_for
 from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
 from relaybatch.run import run_paths as paths_of_run
 from relaybatch.run.locking import refreshing_ledger
+from relaybatch.run.partitions import Partition
 from relaybatch.run.stopping import stop_when_parent_dies
 from relaybatch.settings import Settings
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
@@ -51,7 +52,11 @@ def _paths_of(flow_run: FlowRun) -> RunPaths | None:
         return None
     shard = values.get("shard")
     runs_dir = values.get("runs_dir")
-    return run_paths(Path(runs_dir) if runs_dir else None, name, Shard.parse(shard) if shard else None)
+    paths = run_paths(Path(runs_dir) if runs_dir else None, name, Shard.parse(shard) if shard else None)
+    if values.get("partition"):
+        index, count = Partition.parse(str(values["partition"]))
+        return Partition(index, count).paths(paths)
+    return paths
 
 
 def _stop_with_the_runner() -> None:
@@ -208,8 +213,11 @@ async def run_manifest(
     progress_every: float = DEFAULT_EVERY_SECONDS,
     cancel_remote_on_cancel: bool = False,
     planned: PlannedRun | None = None,
+    partition: str | None = None,
 ) -> RunOutcome | State[Any]:
-    """Run (or resume) a manifest, or one shard of it (``shard="1/2"``): done items are not sent again.
+    """Run (or resume) a manifest, or one shard of it (``shard="1/2"``), or one partition of its
+    prepared split (``partition="3/12"``: only that range of rows is read and planned): done items
+    are not sent again.
 
     ``planned``: the caller already planned the manifest into its store (the CLI does, before
     Prefect starts, so the manifest is opened once); otherwise the plan step does it here.
@@ -222,7 +230,9 @@ async def run_manifest(
     # execute, another run of the same manifest could plan and execute in the gap; released before
     # the summary, its ledger refresh could race another execution's export. The CLI holds it too.
     with contextlib.ExitStack() as hold:
-        if planned is None:
+        if planned is None and partition:
+            planned = plan_partition_items(manifest, runs_dir, partition, hold=hold)
+        elif planned is None:
             planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None, hold=hold)
         timings = {"plan": time.monotonic() - started}
         return await execute_and_report(

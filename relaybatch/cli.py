@@ -87,6 +87,14 @@ ShardOption = Annotated[
         help="Run only shard I of N (e.g. 1/2) in <run>/shards/I-of-N; `relaybatch merge` joins them.",
     ),
 ]
+PartitionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--partition",
+        help="Run only partition I of N (e.g. 3/12) of the split `relaybatch partition` made: only its "
+        "rows are read and planned, in <run>/shards/part-I-of-N.",
+    ),
+]
 SharedLimitOption = Annotated[
     int | None,
     typer.Option(
@@ -145,6 +153,7 @@ def run(
     runs_dir: RunsDirOption = None,
     base_url: BaseUrlOption = None,
     shard: ShardOption = None,
+    partition: PartitionOption = None,
     shared_limit_rpm: SharedLimitOption = None,
     run_name: Annotated[
         str | None,
@@ -228,7 +237,9 @@ def run(
             rate_limit_rpm=rate_limit_rpm,
         )
         retry = tuple(reasons or ()) if retry_failed else None
-        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides, retry)
+        if shard is not None and partition is not None:
+            raise UserError("--shard and --partition split a run in two different ways: give one")
+        _run(manifest, runs_dir, base_url, shard, shared_limit_rpm, overrides, retry, partition)
     except KeyboardInterrupt:
         typer.echo("stopped: nothing was in flight; the checkpoint holds every item's state", err=True)
         typer.echo(f"resume with: {_resume_command()}", err=True)
@@ -245,6 +256,7 @@ def _run(
     shared_limit_rpm: int | None,
     overrides: Any,
     retry: tuple[str, ...] | None = None,
+    partition: str | None = None,
 ) -> None:
     import asyncio
     import contextlib
@@ -274,7 +286,13 @@ def _run(
         # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
         # nothing is written unless every row is valid.
         check = functools.partial(_catalog_check, base_url=base_url)
-        planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
+        if partition is not None:
+            from relaybatch.run.partitions import Partition, plan_partition
+
+            index, count = Partition.parse(partition)
+            planned = plan_partition(manifest, runs_dir, index, count, overrides, check=check, hold=hold)
+        else:
+            planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
         if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
             typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
         for line in planned.reused.lines() if planned.reused else []:
@@ -300,6 +318,7 @@ def _run(
                 shard=shard,
                 shared_limit_rpm=shared_limit_rpm,
                 planned=planned,
+                partition=partition,
             )
     counts = ", ".join(f"{state} {count}" for state, count in sorted(outcome.counts.items()))
     console.print(f"run folder: {outcome.run_dir}")
@@ -366,6 +385,102 @@ def _run_as_flow_run(manifest: Path, **parameters: Any) -> Any:
 class ProblemFormat(StrEnum):
     text = "text"
     json = "json"
+
+
+@app.command()
+@reports_user_errors
+def partition(
+    manifest: ManifestArgument,
+    partitions: Annotated[int, typer.Option("--partitions", min=1, help="How many partitions.")],
+    runs_dir: RunsDirOption = None,
+    run_name: Annotated[
+        str | None,
+        typer.Option("--run-name", help="Run name [default: run.name in the manifest, else its file name]."),
+    ] = None,
+    base_url: BaseUrlOption = None,
+) -> None:
+    """Split a manifest's rows into N input ranges, once, for `relaybatch run --partition I/N` or
+    `relaybatch submit`: the whole manifest is validated here, each partition then reads only its rows."""
+    import functools
+
+    from relaybatch.manifests import open_manifest
+    from relaybatch.run import run_paths
+    from relaybatch.run.partitions import prepare
+
+    name = run_name if run_name is not None else open_manifest(manifest).run_name
+    run = run_paths(runs_dir, name)
+    check = functools.partial(_catalog_check, base_url=base_url)
+    prepared = prepare(manifest, run, partitions, check=check)
+    console.print(f"run {name}: {len(prepared.partitions)} partitions of {manifest}")
+    for each in prepared.partitions:
+        console.print(
+            f"  relaybatch run {manifest} --partition {each}" + (f" --run-name {name}" if run_name else "")
+        )
+
+
+@app.command()
+@reports_user_errors
+def submit(
+    manifest: ManifestArgument,
+    partitions: Annotated[int, typer.Option("--partitions", min=1, help="How many partitions.")],
+    deployment: Annotated[
+        str,
+        typer.Option("--deployment", help="The run-manifest deployment whose work pool runs them."),
+    ] = "run-manifest/partition",
+    runs_dir: RunsDirOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow the partitions live until each ends, then merge the run.")
+    ] = False,
+    base_url: BaseUrlOption = None,
+) -> None:
+    """Run a manifest as N partition flow runs of a deployment: `prefect worker start --pool POOL`
+    on any machine pulls them. Splits it first (as `relaybatch partition`); returns at once, or
+    with --wait shows each partition's state and host until all have ended, then merges."""
+    _quiet_prefect()
+    import asyncio
+    import functools
+
+    from relaybatch.flows.partitions import follow, submit_partitions
+    from relaybatch.manifests import open_manifest
+    from relaybatch.run import merge_shard_results, run_paths
+    from relaybatch.run.partitions import prepare
+
+    url = _prefect_server_url()
+    name = open_manifest(manifest).run_name
+    run = run_paths(runs_dir, name)
+    check = functools.partial(_catalog_check, base_url=base_url)
+    prepare(manifest, run, partitions, check=check)
+    submitted = asyncio.run(submit_partitions(deployment, manifest, runs_dir, partitions))
+    console.print(f"run {name}: {partitions} partition flow runs of {deployment} submitted to {url}")
+    if not wait:
+        for partition, flow_run_id in submitted:
+            console.print(f"  partition {partition}: flow run {flow_run_id}")
+        console.print(f"follow with: relaybatch status {name}; then: relaybatch merge {name}")
+        return
+    runs = asyncio.run(follow(submitted, _show_partitions()))
+    failed = [run for run in runs if run.state != "COMPLETED"]
+    for path in merge_shard_results(run):
+        console.print(f"results: {path}")
+    if failed:
+        listed = ", ".join(f"{each.partition} {each.state.lower()}" for each in failed)
+        typer.echo(f"not every partition completed ({listed}); submit again to resume them", err=True)
+        raise typer.Exit(1)
+
+
+def _show_partitions() -> Callable[[list[Any]], None]:
+    """Print a line whenever a partition's state or host changes (a live view that also reads
+    well in a log)."""
+    seen: dict[str, tuple[str, str]] = {}
+
+    def show(runs: list[Any]) -> None:
+        for each in runs:
+            now = (each.state, each.host)
+            if seen.get(each.partition) != now:
+                seen[each.partition] = now
+                where = f" on {each.host}" if each.host else ""
+                console.print(f"partition {each.partition}: {each.state.lower()}{where} ({each.name})")
+
+    return show
 
 
 @app.command()
@@ -796,7 +911,9 @@ def deploy(
         str | None, typer.Option("--pool", help="Work pool [default: work_pool in the file].")
     ] = None,
 ) -> None:
-    """Register the scheduled deployments of configs/deployments.yaml on a work pool."""
+    """Register the scheduled deployments of configs/deployments.yaml on a work pool, and the two
+    automations a self-hosted server lacks: a flow run whose heartbeats stop is Crashed, and a
+    crashed relaybatch flow run is scheduled again for any worker of the pool."""
     _quiet_prefect()
     import asyncio
 
@@ -808,7 +925,12 @@ def deploy(
     work_pool = pool or deployments.work_pool
     for name in names:
         console.print(f"deployed: {name} (work pool {work_pool})")
+    from relaybatch.flows.automations import install_automations
+
+    for name in asyncio.run(install_automations()):
+        console.print(f"automation: {name}")
     console.print(f"run them with: prefect worker start --pool {work_pool}   (server {url})")
+    console.print("set PREFECT_FLOWS_HEARTBEAT_FREQUENCY=30 for every worker: silent flow runs are re-run")
 
 
 @app.command()

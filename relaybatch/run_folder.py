@@ -38,11 +38,24 @@ LOCK_NAME = "execution.lock"
 SENDING_LOCK_NAME = "sending.lock"
 # A shard's folder under <run>/shards/: "<index>-of-<count>".
 _SHARD_FOLDER = re.compile(r"(\d+)-of-(\d+)")
+# A partition's folder under <run>/shards/ (run/partitions.py): "part-<index>-of-<count>".
+_PARTITION_FOLDER = re.compile(r"part-(\d+)-of-(\d+)")
 
 
 def shard_folder_name(index: int, count: int) -> str:
     """The folder of shard ``index`` of ``count`` under the run's ``shards/``: "2-of-4"."""
     return f"{index}-of-{count}"
+
+
+def partition_folder_name(index: int, count: int) -> str:
+    """The folder of partition ``index`` of ``count`` under the run's ``shards/``: "part-2-of-4"."""
+    return f"part-{index}-of-{count}"
+
+
+def partition_of_folder(name: str) -> tuple[int, int] | None:
+    """(index, count) of a partition folder's name ("part-2-of-4" -> (2, 4)); None for any other."""
+    match = _PARTITION_FOLDER.fullmatch(name)
+    return (int(match[1]), int(match[2])) if match else None
 
 
 def shard_of_folder(name: str) -> tuple[int, int] | None:
@@ -114,9 +127,29 @@ class RunPaths:
         found = [path for path in self.shards.iterdir() if path.is_dir() and shard_of_folder(path.name)]
         return [RunPaths(path) for path in sorted(found)]
 
+    def partition(self, index: int, count: int) -> RunPaths:
+        """The folder of partition ``index`` of ``count`` of this run."""
+        return RunPaths(self.shards / partition_folder_name(index, count))
+
+    def partition_folders(self) -> list[RunPaths]:
+        """Every partition folder of this run that exists (any split), by split and index."""
+        if not self.shards.is_dir():
+            return []
+        found = [
+            (split[1], split[0], path)
+            for path in self.shards.iterdir()
+            if path.is_dir() and (split := partition_of_folder(path.name))
+        ]
+        return [RunPaths(path) for _, _, path in sorted(found)]
+
+    def partition_file(self, count: int) -> Path:
+        """The run's split into ``count`` partitions (JSON, run/partitions.py)."""
+        return self.root / f"partitions-{count}.json"
+
     def store_folders(self) -> list[RunPaths]:
-        """This run's folder, then each of its shards': every folder that may hold a run's stores."""
-        return [self, *self.shard_folders()]
+        """This run's folder, then each of its shards' and partitions': every folder that may hold
+        a run's stores."""
+        return [self, *self.shard_folders(), *self.partition_folders()]
 
     def checkpoints(self) -> list[Path]:
         """Every checkpoint store of this run that exists: its own, then each shard's (any split)."""

@@ -26,6 +26,7 @@ from relaybatch.run import (
     plan_run,
     rebuild_run_exports,
 )
+from relaybatch.run.partitions import Partition, plan_partition
 from relaybatch.shared_limit import SharedLimit
 
 
@@ -40,6 +41,19 @@ def plan_items(
 
     ``hold``: the store's lock stays held until the flow closes it (plan to export, one writer)."""
     return plan_run(manifest_path, runs_dir, shard, hold=hold)
+
+
+@task(name="plan-partition", persist_result=False, cache_policy=NO_CACHE, retries=0)
+def plan_partition_items(
+    manifest_path: Path,
+    runs_dir: Path | None,
+    partition: str,
+    hold: contextlib.ExitStack | None = None,
+) -> PlannedRun:
+    """Validate and plan one partition's rows only (``"3/12"`` of the run's prepared split)."""
+    index, count = Partition.parse(partition)
+    planned: PlannedRun = plan_partition(manifest_path, runs_dir, index, count, hold=hold)
+    return planned
 
 
 @task(name="execute", persist_result=False, cache_policy=NO_CACHE, retries=0)

@@ -299,6 +299,7 @@ EXPORTED: dict[str, list[str]] = {
         "export_outputs",
         "merge_shards",
         "plan_items",
+        "plan_partition_items",
     ],
 }
 

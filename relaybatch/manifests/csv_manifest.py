@@ -17,7 +17,6 @@ from relaybatch.manifests.expand import Expanded, JobSource, finish_item
 from relaybatch.manifests.images import ImageInputError, load_image
 from relaybatch.manifests.items import Kind
 from relaybatch.manifests.problems import Problem
-from relaybatch.manifests.sources import APPENDABLE_SUFFIXES as APPENDABLE
 from relaybatch.manifests.sources import NestingTooDeep, Row, iter_rows, parse_json
 
 _SHAPING_COLUMNS = {"id", "kind", "prompt", "system", "image"}
@@ -82,5 +81,5 @@ def table_job(path: Path) -> JobSource:
         file=file,
         rows=lambda: iter_rows(path),
         to_item=lambda row: _row_to_item(row, job=job, file=file, base_dir=base_dir),
-        rows_from=(lambda start: iter_rows(path, start)) if path.suffix.lower() in APPENDABLE else None,
+        rows_from=lambda start: iter_rows(path, start),
     )

@@ -121,10 +121,11 @@ class Manifest:
     def run_name(self) -> str:
         return self.settings.name or self.path.stem
 
-    def iter_items(self, starts: Mapping[int, RowsFrom] | None = None) -> Iterator[Item]:
+    def iter_items(self, starts: Mapping[int, RowsFrom | None] | None = None) -> Iterator[Item]:
         """Every item, streamed; raise ManifestInvalid at the first bad row (call validate() first).
 
-        With ``starts`` (job index -> where its appended rows begin), only the items of those rows."""
+        With ``starts`` (job index -> where its appended rows begin, or a partition's range; None:
+        the whole job), only the items of those jobs' rows."""
         if self.problems:
             raise ManifestInvalid(self.problems)
         for index, job in enumerate(self.jobs):
@@ -140,7 +141,7 @@ class Manifest:
         self,
         max_problems: int = MAX_PROBLEMS,
         *,
-        starts: Mapping[int, RowsFrom] | None = None,
+        starts: Mapping[int, RowsFrom | None] | None = None,
         earlier: EarlierRows | None = None,
         seen_in: Path | None = None,
         result: Validation | None = None,

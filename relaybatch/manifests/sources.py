@@ -37,13 +37,19 @@ class Row:
 
 @dataclass(frozen=True)
 class RowsFrom:
-    """Where the rows appended to a CSV or JSONL file since it was planned begin: the byte offset
-    (at the start of a line), and how many lines and rows come before it. Rows read from here
-    carry the same line and row numbers as a read of the whole file would give them."""
+    """Where some rows of a data file begin: those appended to a CSV or JSONL file since it was
+    planned, or a partition's range (relaybatch/manifests/ranges.py). For CSV and JSONL: the byte
+    offset (at the start of a line) and how many lines and rows come before it; for Parquet:
+    ``offset`` is the first row group and ``rows`` the rows before it. Rows read from here carry
+    the same line and row numbers as a read of the whole file would give them.
+
+    ``until`` ends a range: the last line read (CSV, JSONL) or the row group it stops before
+    (Parquet); None reads to the end of the file."""
 
     offset: int
     lines: int
     rows: int
+    until: int | None = None
 
 
 @dataclass(frozen=True)
@@ -160,17 +166,16 @@ def iter_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
 
     A file that stops being readable (bad encoding, an endless line, not Parquet) ends in one BadRow
     naming the first line that failed; a file with no rows is one BadRow saying so. With ``start``
-    (CSV and JSONL only), only the rows from there on: those appended since the file was planned.
+    only the rows from there on (those appended since the file was planned, or a partition's
+    range, up to its ``until``).
     """
     suffix = path.suffix.lower()
-    if start is not None and suffix not in APPENDABLE_SUFFIXES:
-        raise ValueError(f"{path}: only {', '.join(APPENDABLE_SUFFIXES)} files are read from an offset")
     if suffix == ".csv":
         return _csv_rows(path, start)
     if suffix == ".jsonl":
         return _jsonl_rows(path, start)
     if suffix == ".parquet":
-        return _parquet_rows(path)
+        return _parquet_rows(path, start)
     raise ValueError(f"unsupported data file type '{path.suffix}'; use one of {', '.join(DATA_SUFFIXES)}")
 
 
@@ -179,7 +184,7 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
     csv.field_size_limit(max(csv.field_size_limit(), MAX_REQUEST_BYTES))
     lines_before = start.lines if start else 0
     try:
-        header = _csv_header(path) if start else None
+        header = _csv_header(path) if start and start.offset else None
         handle, encoding = open_text(path, newline="", offset=start.offset if start else 0)
     except TextFileError as error:
         yield BadRow(error.line, error.message)
@@ -198,6 +203,9 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
             last_line = lines_before + reader.line_num
             for number, values in enumerate(reader, start=rows_before + 1):
                 last_line = lines_before + reader.line_num
+                if _past(start, last_line):
+                    number -= 1
+                    break
                 if None in values:
                     yield BadRow(
                         last_line,
@@ -212,7 +220,7 @@ def _csv_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRo
         except csv.Error as error:
             yield BadRow(last_line + 1, _CSV_QUOTES.format(error=error))
             return
-    if number == 0:
+    if number == 0 and start is None:
         what = "has a header line but no rows" if reader.fieldnames else "is empty"
         yield BadRow(1, f"{what}; a data file needs a header line and at least one row")
 
@@ -261,6 +269,8 @@ def _jsonl_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | Bad
         try:
             lines = bounded_lines(handle, lines_before=lines_before)
             for line_number, line in enumerate(lines, start=lines_before + 1):
+                if _past(start, line_number):
+                    break
                 if not line.strip():
                     continue
                 number += 1
@@ -279,14 +289,19 @@ def _jsonl_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | Bad
         except (UnicodeDecodeError, TextFileError) as error:
             yield _unreadable(error, path, encoding)
             return
-    if number == 0:
+    if number == 0 and start is None:
         yield BadRow(1, "is empty; write one JSON object per line")
 
 
-def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
+def _past(start: RowsFrom | None, line: int) -> bool:
+    """Whether ``line`` is after the end of the range being read."""
+    return start is not None and start.until is not None and line > start.until
+
+
+def _parquet_rows(path: Path, start: RowsFrom | None = None) -> Iterator[Row | BadRow]:
     import pyarrow.parquet as pq
 
-    row_number = 0
+    row_number = start.rows if start else 0
     try:
         parquet = pq.ParquetFile(path)
     except (_arrow_error(), OSError) as error:
@@ -298,7 +313,14 @@ def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
             yield BadRow(1, f"column '{column.name}' {_too_deep()}")
             return
     try:
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        groups = None
+        if start is not None:
+            end = parquet.num_row_groups if start.until is None else start.until
+            groups = list(range(start.offset, min(end, parquet.num_row_groups)))
+        batches = (
+            [] if groups == [] else parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups)
+        )
+        for batch in batches:
             for values in batch.to_pylist():
                 row_number += 1
                 yield Row(row_number, _plain(values), row_number)
@@ -308,5 +330,5 @@ def _parquet_rows(path: Path) -> Iterator[Row | BadRow]:
         return
     finally:
         parquet.close()
-    if row_number == 0:
+    if row_number == 0 and start is None:
         yield BadRow(1, "has no rows; a data file needs at least one row")

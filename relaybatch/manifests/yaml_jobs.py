@@ -15,7 +15,6 @@ from relaybatch.manifests.images import ImageInputError, InlineImage, load_image
 from relaybatch.manifests.problems import Problem
 from relaybatch.manifests.schema import JobSpec
 from relaybatch.manifests.sources import (
-    APPENDABLE_SUFFIXES,
     DATA_SUFFIXES,
     Row,
     RowsFrom,
@@ -102,15 +101,19 @@ class YamlJob:
             rows_readable=readable,
             empty=empty,
             model_where=self._model_where(),
-            rows_from=self._rows_from if self._appendable() else None,
+            rows_from=self._rows_from,
         )
 
-    def _appendable(self) -> bool:
-        return self.data is not None and self.data.suffix.lower() in APPENDABLE_SUFFIXES
-
     def _rows_from(self, start: RowsFrom) -> Iterator[Row]:
-        assert self.data is not None
-        yield from iter_rows(self.data, start)  # type: ignore[misc]
+        """The rows from ``start`` on: of the data file, or inline items ``start.offset`` up to
+        ``start.until`` (a partition's range, relaybatch/manifests/ranges.py)."""
+        if self.data is not None:
+            yield from iter_rows(self.data, start)  # type: ignore[misc]
+            return
+        items = self.spec.items or []
+        for index in range(start.offset, min(len(items), start.until or len(items))):
+            line, _ = self._where("items", index)
+            yield Row(line or 0, jsonable(items[index]), index + 1)
 
     # --- where things are -------------------------------------------------------------------
 

@@ -87,7 +87,7 @@ class ExecuteResult:
 
 
 def stored_settings(
-    manifest: Manifest, shard: Shard | None, overrides: RunOverrides | None = None
+    manifest: Manifest, shard: Shard | None, overrides: RunOverrides | None = None, parts: int = 1
 ) -> dict[str, Any]:
     """What a resumed run needs from the manifest, kept in the store (JSON, money as strings).
 
@@ -101,7 +101,7 @@ def stored_settings(
     jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}
     budgets = Budgets(run_usd=overrides.budget_usd or manifest.settings.budget_usd, job_usd=jobs)
     return {
-        **budget_settings(budgets, shard.count if shard else 1),
+        **budget_settings(budgets, shard.count if shard else parts),
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
         # Judgment jobs' noul thresholds: the results' answer_<q>_true columns (0.5 unless set).
         "noul_thresholds": {
@@ -154,6 +154,17 @@ class OtherStores:
             keys = [key for key in other.keys_in_state(SUPERSEDED) if shard.contains(key)]
             if keys:
                 taken += store.absorb(other.path, keys=keys)
+        return taken
+
+    def lend_work(self, store: CheckpointStore, keys: Sequence[str]) -> int:
+        """Copy into ``store`` the rows of ``keys`` that another store settled or superseded (a
+        partition takes them over: its plan then keeps what is done or paid for, brings back what
+        was superseded, and sends none of them again); rows copied."""
+        taken = 0
+        for other in self.stores:
+            found = other.keys_with_work(keys)
+            if found:
+                taken += store.absorb(other.path, keys=sorted(found))
         return taken
 
     def close(self) -> None:

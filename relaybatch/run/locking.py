@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from relaybatch.errors import UserError
-from relaybatch.run_folder import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths
+from relaybatch.run_folder import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths, partition_of_folder
 
 # A look at the lock lasts microseconds; a real holder keeps it for the whole execution.
 LOOK_TRIES = 5
@@ -288,8 +288,8 @@ def sending(paths: RunPaths) -> Iterator[None]:
     with _held(lock, lambda: _run_busy(run, paths), shared=True):
         others = [
             holder.describe()
-            for folder in run.shard_folders()
-            if folder.shard_count != paths.shard_count and (holder := holder_of(folder.root)) is not None
+            for folder in run.store_folders()[1:]
+            if _split_of(folder) != _split_of(paths) and (holder := holder_of(folder.root)) is not None
         ]
         if others:
             raise RunBusy(
@@ -297,6 +297,13 @@ def sending(paths: RunPaths) -> Iterator[None]:
                 f"({'; '.join(others)}): both would send them. {SHARD_ADVICE}"
             )
         yield
+
+
+def _split_of(folder: RunPaths) -> tuple[str, int | None]:
+    """Which split a shard's or partition's folder belongs to: stores of one split hold disjoint
+    items (by key hash, or by input range); stores of two splits may hold the same ones."""
+    partition = partition_of_folder(folder.root.name)
+    return ("partition", partition[1]) if partition else ("shard", folder.shard_count)
 
 
 def _shards_busy(run: RunPaths) -> RunBusy:

@@ -89,7 +89,7 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
         folders = shard_folders(run, count)
     else:
         shard_count_on_disk_or_any(run)
-        folders = run.shard_folders()
+        folders = run.store_folders()[1:]  # every shard's and partition's
     # Refused while the run or one of these shards is executing (run/locking.py): the merge would
     # race the run's own writes, or fold a shard in half-done.
     with merging(run, folders), CheckpointStore(run.checkpoint) as store:
@@ -101,5 +101,5 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
 
 def shard_count_on_disk_or_any(run: RunPaths) -> None:
     """Raise when the run has no shard folders at all."""
-    if not run.shard_folders():
+    if not run.store_folders()[1:]:
         raise UserError(f"no shards under {run.shards}: run `relaybatch run FILE --shard 1/N` first")

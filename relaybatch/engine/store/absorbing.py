@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from relaybatch.engine.states import FAILED, PENDING
+from relaybatch.engine.states import FAILED, PENDING, SETTLED_STATES, SUPERSEDED
 from relaybatch.engine.store.migrations import source_text_columns
 from relaybatch.engine.store.planning import Planning
 from relaybatch.engine.store.runs import RunRecord
@@ -18,10 +18,15 @@ from relaybatch.sqlite_batches import transaction
 # more requests than ours (``attempts`` counts every request sent, so more is newer) or ours never
 # sent one. A failure taken once is then ours: folding it again every run would take it again and
 # again, and each fold that takes rows makes the next plan a whole one.
+# A row superseded here gives way to another store's row of the item that is done or paid for
+# there: a partition whose range moved supersedes an item that the partition now holding it has
+# taken over (done), and the fold must keep the done one.
+_SETTLED = ", ".join(repr(state) for state in sorted(SETTLED_STATES))
 _FURTHER_SQL = (
-    f"items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
+    f"(items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
     f"and (excluded.state != '{FAILED}' or coalesce(excluded.attempts, 0) > coalesce(items.attempts, 0) "
-    f"or items.state = '{PENDING}' and coalesce(items.attempts, 0) = 0)"
+    f"or items.state = '{PENDING}' and coalesce(items.attempts, 0) = 0)) "
+    f"or (items.state = '{SUPERSEDED}' and excluded.state in ({_SETTLED}))"
 )
 
 

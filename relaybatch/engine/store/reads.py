@@ -54,6 +54,16 @@ class Reads(StoreBase):
             for key, item_id, result, remote_id in self.db.execute(sql, [json.dumps(list(keys)), DONE])
         }
 
+    def keys_with_work(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` settled here (``settled_keys``) or superseded here: a partition takes
+        these rows over instead of sending the items again (relaybatch/run/partitions.py)."""
+        states = sorted(SETTLED_STATES | {SUPERSEDED})
+        sql = (
+            "select key from items where key in (select value from json_each(?)) "
+            f"and state in ({', '.join(repr(state) for state in states)})"
+        )
+        return {row[0] for row in self.db.execute(sql, [json.dumps(list(keys))])}
+
     def keys_in_state(self, *states: str) -> list[str]:
         marks = ",".join("?" for _ in states)
         sql = f"select key from items where state in ({marks}) order by rowid"

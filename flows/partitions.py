@@ -1,0 +1,90 @@
+"""A run's partitions as flow runs of one deployment: submitted at once, pulled by any worker.
+
+`relaybatch submit` prepares the split (relaybatch/run/partitions.py) and creates one flow run of
+the ``run-manifest`` deployment per partition (``partition="I/N"``); workers of the deployment's
+pool (`prefect worker start --pool POOL`, one per machine, any number) take them as they free
+up, so a faster machine takes more partitions and a slow one holds no one else up. ``follow``
+shows them until every one has ended, then the run is merged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+from prefect import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from prefect.deployments import run_deployment
+
+# Final states of a partition's flow run; a Crashed one is scheduled again by the automation
+# `relaybatch deploy` installs (flows/automations.py), so it is followed on.
+FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+
+
+@dataclass(frozen=True)
+class PartitionRun:
+    """Where a partition's flow run is: its state, and the host running it (or that ran it)."""
+
+    partition: str
+    flow_run_id: UUID
+    name: str
+    state: str
+    host: str
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL
+
+
+async def submit_partitions(
+    deployment: str, manifest: Path, runs_dir: Path | None, count: int
+) -> list[tuple[str, UUID]]:
+    """One flow run of ``deployment`` per partition; returns (partition, flow run id) each."""
+    submitted = []
+    for index in range(1, count + 1):
+        partition = f"{index}/{count}"
+        parameters = {
+            "manifest": str(manifest.resolve()),
+            "runs_dir": str(runs_dir.resolve()) if runs_dir else None,
+            "partition": partition,
+        }
+        flow_run = await run_deployment(deployment, parameters=parameters, timeout=0, as_subflow=False)
+        submitted.append((partition, flow_run.id))
+    return submitted
+
+
+async def partition_runs(submitted: list[tuple[str, UUID]]) -> list[PartitionRun]:
+    """The flow runs' states now, in partition order."""
+    ids = [flow_run_id for _, flow_run_id in submitted]
+    async with get_client() as client:
+        flow_runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
+    by_id = {flow_run.id: flow_run for flow_run in flow_runs}
+    runs = []
+    for partition, flow_run_id in submitted:
+        flow_run = by_id.get(flow_run_id)
+        state = flow_run.state.type.value if flow_run and flow_run.state else "UNKNOWN"
+        # A process worker records "host:pid" of the process it started.
+        host = str(flow_run.infrastructure_pid or "").rsplit(":", 1)[0] if flow_run else ""
+        runs.append(PartitionRun(partition, flow_run_id, flow_run.name if flow_run else "", state, host))
+    return runs
+
+
+async def follow(
+    submitted: list[tuple[str, UUID]],
+    show: Callable[[list[PartitionRun]], None],
+    every: float = 2.0,
+) -> list[PartitionRun]:
+    """Show the partitions' flow runs every ``every`` seconds until each has a final state."""
+    while True:
+        try:
+            runs = await partition_runs(submitted)
+        except Exception:
+            await asyncio.sleep(every)
+            continue
+        show(runs)
+        if all(run.final for run in runs):
+            return runs
+        await asyncio.sleep(every)

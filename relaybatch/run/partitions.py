@@ -1,0 +1,266 @@
+"""Partitions: a run's rows cut into N input ranges, each planned and sent on its own.
+
+A shard (sharding.py) takes its items by a hash of their keys, so each of N shards expands the
+whole manifest to find its own. A partition takes a range of each job's rows instead
+(relaybatch/manifests/ranges.py: byte ranges of CSV and JSONL files, Parquet row groups, inline
+item positions), so it reads, validates and plans only those rows: its first request goes out
+as soon as its own rows are planned, whatever the size of the manifest. A run can have many more
+partitions than machines; whoever runs one next takes the next (the Prefect work pool does it).
+
+Partitions are views of one run, as shards are: each keeps its own store under
+``<run>/shards/part-<i>-of-<n>/``, planning one skips what the run's other stores settled and takes
+back what one of them superseded, and ``merge`` and an unsharded run fold them into the run's
+store (so ``status``, ``report`` and exports show one run). The split is made once, by whoever
+submits the partitions (``split``), and handed to each partition with its ranges; the whole
+manifest is validated there once (repeated requests across partitions are found there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from relaybatch.errors import UserError
+from relaybatch.manifests import Validation
+from relaybatch.manifests import ranges as input_ranges
+from relaybatch.manifests.ranges import Ranges
+from relaybatch.run_folder import RunPaths
+
+Check = Callable[[Validation], None]
+
+_PARTITION_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Partition ``index`` (1-based) of ``count``, with its range of each job's rows."""
+
+    index: int
+    count: int
+    ranges: Ranges = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 1 <= self.index <= self.count:
+            raise UserError(f"partition {self.index}/{self.count}: need 1 <= index <= count")
+
+    @classmethod
+    def parse(cls, text: str) -> tuple[int, int]:
+        """``"2/12"`` -> (2, 12)."""
+        match = _PARTITION_TEXT.match(text)
+        if match is None:
+            raise UserError(f"partition {text!r}: write it as INDEX/COUNT, e.g. 1/12")
+        cls(int(match[1]), int(match[2]))  # checks the numbers
+        return int(match[1]), int(match[2])
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def paths(self, run: RunPaths) -> RunPaths:
+        return run.partition(self.index, self.count)
+
+    def to_json(self) -> dict[str, Any]:
+        """The partition as a flow parameter (plain JSON)."""
+        return {"index": self.index, "count": self.count, "ranges": input_ranges.to_json(self.ranges)}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Partition:
+        return cls(int(value["index"]), int(value["count"]), input_ranges.from_json(value["ranges"]))
+
+
+def split(manifest_path: Path, count: int) -> list[Partition]:
+    """The manifest's rows as ``count`` partitions. Reads the data files' bytes once (text files:
+    line starts and quotes; Parquet: the footer) but parses no row."""
+    from relaybatch.manifests import open_manifest
+
+    if count < 1:
+        raise UserError(f"partitions: need 1 or more, not {count}")
+    manifest = open_manifest(manifest_path)
+    cuts = input_ranges.split(manifest, count)
+    return [Partition(number + 1, count, ranges) for number, ranges in enumerate(cuts)]
+
+
+@dataclass(frozen=True)
+class PartitionSplit:
+    """A run's partitions as prepared once: the manifest, its identity, each data file's size."""
+
+    manifest: str
+    identity: str
+    sizes: dict[str, int]
+    partitions: list[Partition]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "manifest": self.manifest,
+            "identity": self.identity,
+            "sizes": self.sizes,
+            "partitions": [partition.to_json() for partition in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> PartitionSplit:
+        return cls(
+            str(value["manifest"]),
+            str(value["identity"]),
+            {str(path): int(size) for path, size in value["sizes"].items()},
+            [Partition.from_json(partition) for partition in value["partitions"]],
+        )
+
+
+def split_file(run: RunPaths, count: int) -> Path:
+    """Where a run's split into ``count`` partitions is kept (JSON: no store reads another's)."""
+    return run.partition_file(count)
+
+
+def prepare(manifest_path: Path, run: RunPaths, count: int, check: Check | None = None) -> PartitionSplit:
+    """Validate the whole manifest once, check it belongs to the run, cut it into ``count``
+    partitions and keep the split in the run's folder (``split_file``); returns it.
+
+    The one pass over every row partitions themselves never make: repeated requests or ids across
+    partitions are found here, and the run identity (every file's SHA-256) is taken here."""
+    import json
+
+    from relaybatch.files import write_text_atomically
+
+    identity = whole_identity(manifest_path, run, check)
+    partitions = split(manifest_path, count)
+    sizes = {path: Path(path).stat().st_size for path in _data_files(manifest_path)}
+    prepared = PartitionSplit(str(manifest_path.resolve()), identity, sizes, partitions)
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(split_file(run, count), json.dumps(prepared.to_json()))
+    return prepared
+
+
+def load_split(run: RunPaths, count: int, manifest_path: Path) -> PartitionSplit:
+    """The split prepared for ``count`` partitions of this manifest; a located error when there is
+    none, or it was made from another manifest."""
+    import json
+
+    path = split_file(run, count)
+    if not path.is_file():
+        raise UserError(
+            f"run '{run.name}' has no split into {count} partitions: make it first with "
+            f"`relaybatch partition {manifest_path} --partitions {count}`"
+        )
+    prepared = PartitionSplit.from_json(json.loads(path.read_text()))
+    if prepared.manifest != str(manifest_path.resolve()):
+        raise UserError(
+            f"the split into {count} partitions at {path} was made from {prepared.manifest}, "
+            f"not {manifest_path}: make it again with "
+            f"`relaybatch partition {manifest_path} --partitions {count}`"
+        )
+    return prepared
+
+
+def check_unchanged(prepared: PartitionSplit, partition: Partition) -> None:
+    """Refuse a partition whose input files changed size since the split: its byte offsets could
+    cut rows in two. (A same-size edit is not seen here: split again after editing.)"""
+    for path, size in prepared.sizes.items():
+        now = Path(path).stat().st_size if Path(path).exists() else -1
+        if now != size:
+            raise UserError(
+                f"{path} changed since the run was split into {partition.count} partitions "
+                f"({size} bytes then, {now} now): split it again (relaybatch partition ... --partitions "
+                f"{partition.count}) or run it whole"
+            )
+
+
+def _data_files(manifest_path: Path) -> list[str]:
+    from relaybatch.manifests import open_manifest
+    from relaybatch.run import fingerprint
+
+    return list(fingerprint.input_paths(open_manifest(manifest_path)))
+
+
+def whole_identity(manifest_path: Path, run: RunPaths, check: Check | None = None) -> str:
+    """Validate every row of the manifest once and return its run identity (identity.py), refusing
+    a manifest that is not this run's."""
+    from relaybatch.files import scratch_folder
+    from relaybatch.manifests import open_manifest
+    from relaybatch.manifests.images import noting_image_reads
+    from relaybatch.run import fingerprint, identity
+    from relaybatch.run.assemble import store_paths
+
+    manifest = open_manifest(manifest_path)
+    images: dict[str, str] = {}
+
+    def note(path: Path, raw: bytes) -> None:
+        images.setdefault(str(path.resolve()), hashlib.sha256(raw).hexdigest())
+
+    with scratch_folder("relaybatch-plan-") as seen_in, noting_image_reads(note):
+        validation = manifest.validate(seen_in=seen_in)
+    if check is not None:
+        check(validation)
+    validation.raise_if_invalid()
+    files = {
+        path: fingerprint.read_file(Path(path), role)[0].sha256
+        for path, role in fingerprint.input_paths(manifest).items()
+    }
+    resolved = manifest_path.resolve()
+    inputs = identity.identity_of(resolved, files, images)
+    identity.check_identity(run, store_paths(run), resolved, inputs, files[str(resolved)])
+    return inputs
+
+
+def plan_partition(
+    manifest_path: Path,
+    runs_dir: Path | None,
+    index: int,
+    count: int,
+    overrides: Any = None,
+    check: Check | None = None,
+    hold: contextlib.ExitStack | None = None,
+) -> Any:
+    """Plan partition ``index`` of the run's prepared split into ``count``: validate and plan only
+    its rows, into ``<run>/shards/part-<index>-of-<count>/`` (returns a PlannedRun).
+
+    Rows another store of the run settled or superseded are taken over (``OtherStores.lend_work``)
+    before the plan, so nothing done or paid for elsewhere is sent again and a superseded item
+    comes back; what this store held that the range no longer has is superseded, as in any plan."""
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.files import scratch_folder
+    from relaybatch.manifests import open_manifest
+    from relaybatch.run import identity
+    from relaybatch.run.assemble import OtherStores, PlannedRun, RunOverrides, store_paths, stored_settings
+    from relaybatch.run.locking import executing
+    from relaybatch.settings import run_paths
+
+    overrides = overrides or RunOverrides()
+    manifest = open_manifest(manifest_path)
+    name = manifest.run_name if overrides.run_name is None else overrides.run_name
+    run = run_paths(runs_dir, name)
+    prepared = load_split(run, count, manifest_path)
+    if not 1 <= index <= count:
+        raise UserError(f"partition {index}/{count}: need 1 <= index <= count")
+    partition = prepared.partitions[index - 1]
+    check_unchanged(prepared, partition)
+    resolved = manifest_path.resolve()
+    identity.check_identity(run, store_paths(run), resolved, prepared.identity, "")
+    paths = partition.paths(run)
+    with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
+        validation = manifest.validate(starts=partition.ranges, seen_in=seen_in)
+        if check is not None:
+            check(validation)
+        validation.raise_if_invalid()
+        (hold or planning).enter_context(executing(paths))
+        settings = stored_settings(manifest, None, overrides, parts=count)
+        keys = [item.key for item in manifest.iter_items(partition.ranges)]
+        with CheckpointStore(paths.checkpoint) as store:
+            store.save_run(name, settings)
+            store.record_manifest(str(resolved), prepared.identity)
+            others = OtherStores([path for path in store_paths(run) if path != store.path])
+            try:
+                for start in range(0, len(keys), _LEND_CHUNK):
+                    others.lend_work(store, keys[start : start + _LEND_CHUNK])
+            finally:
+                others.close()
+            counts = store.plan_items(manifest.iter_items(partition.ranges))
+    label = f"{name} partition {index}/{count}"
+    return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
+
+
+_LEND_CHUNK = 20_000

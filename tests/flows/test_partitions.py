@@ -1,0 +1,106 @@
+"""Partitions by input range through the CLI: each row planned and sent by one partition, once.
+
+Every request is counted at the embedded emulator, so "sent nothing" means nothing reached it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from relaybatch.cli import app
+from relaybatch.connect import embedded_emulator
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CHATS = ("POST", "/v1/chat/completions")
+
+
+def chats_sent() -> int:
+    return embedded_emulator().state.emulator.request_count(*CHATS)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), terminal_width=400)
+    return result.exit_code, result.output
+
+
+def write_csv(path: Path, ids: range, prompt: str = "Say {n}.") -> Path:
+    lines = ["id,model,prompt,max_tokens"] + [f"p{n},relay-chat-small,{prompt.format(n=n)},16" for n in ids]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def result_ids(path: Path) -> list[str]:
+    return sorted(pq.read_table(path, columns=["item_id"]).column("item_id").to_pylist())
+
+
+def run_partitions(manifest: Path, runs: str, count: int, order: list[int] | None = None) -> None:
+    code, output = run("partition", str(manifest), "--partitions", str(count), "--runs-dir", runs)
+    assert code == 0, output
+    for index in order or range(1, count + 1):
+        code, output = run("run", str(manifest), "--partition", f"{index}/{count}", "--runs-dir", runs)
+        assert code == 0, output
+
+
+def test_partitions_send_each_row_once_and_merge_into_one_result_set(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", range(30))
+    before = chats_sent()
+
+    run_partitions(manifest, runs, 4)
+    code, output = run("merge", "bulk", "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before + 30
+    assert result_ids(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet") == sorted(
+        f"p{n}" for n in range(30)
+    )
+    code, output = run("run", str(manifest), "--partition", "2/4", "--runs-dir", runs)  # again: a resume
+    assert code == 0, output
+    assert chats_sent() == before + 30
+
+
+def test_partitions_after_a_whole_run_send_nothing(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", range(12))
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    before = chats_sent()
+
+    run_partitions(manifest, runs, 3)
+
+    assert chats_sent() == before
+
+
+def test_an_edit_that_moves_the_ranges_sends_only_the_new_rows(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", range(20))
+    run_partitions(manifest, runs, 3)
+    write_csv(manifest, range(-6, 20))  # six rows in front: every range moves
+    before = chats_sent()
+
+    run_partitions(manifest, runs, 3, order=[3, 2, 1])  # later ranges first: they take over rows
+    code, output = run("merge", "bulk", "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before + 6
+    assert result_ids(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet") == sorted(
+        f"p{n}" for n in range(-6, 20)
+    )
+
+
+def test_a_file_changed_since_the_split_is_refused(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", range(10))
+    assert run("partition", str(manifest), "--partitions", "2", "--runs-dir", runs)[0] == 0
+    write_csv(manifest, range(11))
+
+    code, output = run("run", str(manifest), "--partition", "1/2", "--runs-dir", runs)
+
+    assert code == 1
+    assert "changed since the run was split" in output and "Traceback" not in output
+    code, output = run("run", str(manifest), "--partition", "1/3", "--runs-dir", runs)
+    assert code == 1 and "relaybatch partition" in output
