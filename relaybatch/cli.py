@@ -910,6 +910,14 @@ def deploy(
     pool: Annotated[
         str | None, typer.Option("--pool", help="Work pool [default: work_pool in the file].")
     ] = None,
+    silent_after: Annotated[
+        float,
+        typer.Option(
+            "--silent-after",
+            min=45,
+            help="Seconds without a heartbeat after which a flow run is marked Crashed (and re-run).",
+        ),
+    ] = 90,
 ) -> None:
     """Register the scheduled deployments of configs/deployments.yaml on a work pool, and the two
     automations a self-hosted server lacks: a flow run whose heartbeats stop is Crashed, and a
@@ -927,7 +935,7 @@ def deploy(
         console.print(f"deployed: {name} (work pool {work_pool})")
     from relaybatch.flows.automations import install_automations
 
-    for name in asyncio.run(install_automations()):
+    for name in asyncio.run(install_automations(silent_after)):
         console.print(f"automation: {name}")
     console.print(f"run them with: prefect worker start --pool {work_pool}   (server {url})")
     console.print("set PREFECT_FLOWS_HEARTBEAT_FREQUENCY=30 for every worker: silent flow runs are re-run")
