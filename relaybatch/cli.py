@@ -676,8 +676,15 @@ def status(
     not end done with its reason (the first 20 of each state), remote work open for longer than
     --older-than with its age, last status and last poll, and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
-    from relaybatch.run.status import status_view
+    from relaybatch.run import run_paths
+    from relaybatch.run.status import money_parts, partitions_table, status_view
 
+    partitioned = run_paths(runs_dir, run_name)
+    if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root)):
+        # Partitions running or run, not merged yet: each one's state, host and spend, and the sums.
+        console.print(partitions, *money_parts(partitioned.root))
+        console.print(f"merge them into one result set with: relaybatch merge {run_name}")
+        return
     paths = _existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
         console.print(status_view(store, run_name, show_all, older_than))

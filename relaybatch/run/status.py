@@ -32,6 +32,7 @@ from relaybatch.engine.states import (
 from relaybatch.engine.store import CheckpointStore
 from relaybatch.run.locking import holder_of
 from relaybatch.run.views import RunMoney, run_money
+from relaybatch.run_folder import RunPaths, partition_of_folder
 from relaybatch.settings import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
@@ -267,10 +268,42 @@ def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
     return shlex.join(["relaybatch", "status", run_name, *options, *runs_dir_options(runs_dir)])
 
 
+def partitions_table(run_dir: Path) -> Table | None:
+    """One row per partition store of the run (run/partitions.py): its items done of its total,
+    the uncertain ones, what runs it or how its last execution ended (the host and process that
+    hold its store now), and its spend (known, and unknown at its worst case); None without any."""
+    folders = RunPaths(run_dir).partition_folders()
+    if not folders:
+        return None
+    table = folding_table("partition", "done", "uncertain", "total", "execution", "spent USD", "unknown USD")
+    table.title = "partitions"
+    for folder in folders:
+        split = partition_of_folder(folder.root.name)
+        name = f"{split[0]}/{split[1]}" if split else folder.root.name
+        if not folder.checkpoint.exists():
+            table.add_row(name, "0", "0", "0", "not planned yet", "-", "-")
+            continue
+        with CheckpointStore.open_read_only(folder.checkpoint) as store:
+            counts = store.count_by_state()
+            execution = last_execution_line(store)
+        try:
+            spend = run_money(folder.root).spend
+            known, unknown = display_usd(spend.known_usd), display_usd(spend.unknown_usd)
+        except sqlite3.Error:
+            known = unknown = "?"
+        current = sum(count for state, count in counts.items() if state != SUPERSEDED)
+        row = [name, str(counts.get("done", 0)), str(counts.get(UNCERTAIN, 0)), str(current)]
+        table.add_row(*row, execution, known, unknown)
+    return table
+
+
 def status_view(
     store: CheckpointStore, run_name: str, show_all: bool = False, older_than: float = OPEN_AFTER_SECONDS
 ) -> Group:
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
+    partitions = partitions_table(store.path.parent)
+    if partitions is not None:
+        parts.append(partitions)
     counts = store.count_by_state()
     ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES and state != SUPERSEDED)
     still_open = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)

@@ -204,8 +204,7 @@ def layout1_store(folder: Path) -> Path:
         view.replace(", wasted)", ")").replace(", c.wasted from charge_rows", " from charge_rows")
     ).replace(", 0 from reservations", " from reservations")
     connection.executescript(
-        "drop view charges; alter table charge_rows drop column wasted; "
-        f"{old_view}; pragma user_version = 1;"
+        f"drop view charges; alter table charge_rows drop column wasted; {old_view}; pragma user_version = 1;"
     )
     connection.close()
     return path

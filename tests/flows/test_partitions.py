@@ -52,6 +52,12 @@ def test_partitions_send_each_row_once_and_merge_into_one_result_set(tmp_path: P
     before = chats_sent()
 
     run_partitions(manifest, runs, 4)
+    code, status = run("status", "bulk", "--runs-dir", runs)  # before the merge: one row each
+    assert code == 0, status
+    assert "partitions" in status and "relaybatch merge bulk" in status
+    assert (
+        all(f"{index}/4" in status for index in range(1, 5)) and status.count("last execution finished") == 4
+    )
     code, output = run("merge", "bulk", "--runs-dir", runs)
 
     assert code == 0, output
