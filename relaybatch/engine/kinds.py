@@ -9,6 +9,7 @@ columns without knowing the families.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from relaybatch.engine.normalize import (
     responses_result,
     web_search_result,
 )
-from relaybatch.gateway import GatewayClient
+from relaybatch.gateway import GatewayClient, NotFound
 
 
 class KindNotAvailable(Exception):
@@ -163,6 +164,40 @@ async def submit_video(client: GatewayClient, request: dict[str, Any], media: Me
     return Submitted(str(video["id"]), {"remote": _video_summary(video)})
 
 
+# Failures of paid renders that are not the gateway's ordinary "failed", each with what to do. The
+# render was billed at its create (as quoted); none of these is retried by the engine.
+COMPLETED_WITHOUT_MEDIA = (
+    "completed without media: the gateway finished the video (billed as quoted) and has no content "
+    "for it, often a safety filter applied after rendering; change the prompt and run it as a new item"
+)
+MEDIA_EXPIRED = (
+    "expired before it was downloaded: the video's content is gone (billed as quoted); create it "
+    "again as a new item, and download sooner (a run downloads at the first poll that sees it done)"
+)
+SAFETY_REFUSED = (
+    "refused by the provider's safety system: billed as quoted; change the prompt and run it as a new item"
+)
+# Error codes (any case, any part) that name a safety or moderation refusal.
+_SAFETY_WORDS = ("moderation", "safety", "content_policy", "content_filter", "blocked")
+
+
+def _failure_reason(status: str, error: Any) -> str:
+    code = str(error.get("code") or "") if isinstance(error, dict) else ""
+    message = error.get("message") if isinstance(error, dict) else (str(error) if error else "")
+    if any(word in code.lower() for word in _SAFETY_WORDS):
+        return f"video {status}: {SAFETY_REFUSED} ({code}: {message or 'no message'})"
+    return f"video {status}: {message or 'no reason given'}"
+
+
+def _expired(video: dict[str, Any], missing: NotFound) -> bool:
+    """The content is gone because it expired: ``expires_at`` has passed (by this machine's clock),
+    or the gateway's 404 says so (its clock is the one that counts)."""
+    expires = video.get("expires_at")
+    return (
+        isinstance(expires, int | float) and expires <= time.time()
+    ) or "expire" in missing.message.lower()
+
+
 async def poll_video(client: GatewayClient, video_id: str, media: MediaFiles) -> PollAnswer:
     video = as_dict(await _method(client, "video_get")(video_id))
     status = str(video.get("status", ""))
@@ -171,13 +206,16 @@ async def poll_video(client: GatewayClient, video_id: str, media: MediaFiles) ->
     summary = {"remote": _video_summary(video)}
     if status == "completed":
         path = media.path_for(0, "mp4")
-        await _method(client, "video_download")(video_id, path)
+        try:
+            await _method(client, "video_download")(video_id, path)
+        except NotFound as missing:
+            # The video is known (the poll just answered) but its content is not there.
+            reason = MEDIA_EXPIRED if _expired(video, missing) else COMPLETED_WITHOUT_MEDIA
+            return PollAnswer("failed", summary, f"video {video_id} {reason} ({missing.message})")
         return PollAnswer("done", {**summary, "media_paths": [media.relative(path)]})
     if status == "cancelled":
         return PollAnswer("cancelled", summary, "the video was cancelled")
-    error = video.get("error") or {}
-    message = error.get("message") if isinstance(error, dict) else str(error)
-    return PollAnswer("failed", summary, f"video {status or 'failed'}: {message or 'no reason given'}")
+    return PollAnswer("failed", summary, _failure_reason(status, video.get("error")))
 
 
 async def cancel_video(client: GatewayClient, video_id: str) -> None:

@@ -20,7 +20,10 @@ from typer.testing import CliRunner
 
 from relaybatch.cli import app as cli_app
 from relaybatch.emulator import create_app, load_config
+from relaybatch.emulator.clock import Clock
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, RunSummary, execute
+from relaybatch.engine.kinds import poll_video
+from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.poll_plan import RenderJob, RenderSettings
 from relaybatch.engine.render_slots import LocalRenderSlots
 from relaybatch.gateway import GatewayClient, RetryPolicy
@@ -292,3 +295,34 @@ def test_cancel_command_stops_running_renders_and_records_them(tmp_path: Path) -
     }
     assert store.item(items[0].key)["last_error"].startswith("cancelled with `relaybatch cancel`")
     store.close()
+
+
+async def test_paid_renders_that_bring_nothing_fail_each_with_its_own_reason(
+    tmp_path: Path, run_on: Callable[..., Any]
+) -> None:
+    app = app_with()
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    empty, unsafe, broken = video(1, "emulator:empty"), video(2, "emulator:unsafe"), video(3, "emulator:fail")
+    store.add_items([empty, unsafe, broken])
+    summary = await run_on(app, store)
+    reasons = {item.item_id: store.item(item.key)["last_error"] for item in (empty, unsafe, broken)}
+    store.close()
+    assert summary.counts == {"failed": 3}
+    assert "completed without media" in reasons["video-1"] and "change the prompt" in reasons["video-1"]
+    assert "refused by the provider's safety system" in reasons["video-2"]
+    assert "moderation_blocked" in reasons["video-2"]
+    assert reasons["video-3"].startswith("video failed: the upstream provider could not render")
+
+
+async def test_content_that_expired_before_the_download_says_so(tmp_path: Path) -> None:
+    config = load_config()
+    config.media = {"video": {**FAST_MEDIA["video"], "expires_after_seconds": 60}}
+    app = create_app(config, clock=Clock(start=1_800_000_000.0))
+    async with GatewayClient(
+        "http://emulator.local", SecretStr(EMULATOR_DEMO_KEY), transport=httpx.ASGITransport(app=app)
+    ) as client:
+        created = await client.video_create(video(1).request)
+        app.state.emulator.clock.advance(3600)  # finished long ago; its content kept 60 s
+        answer = await poll_video(client, created.id, MediaFiles(tmp_path, "key"))
+    assert answer.status == "failed" and answer.error is not None
+    assert "expired before it was downloaded" in answer.error and "as a new item" in answer.error
