@@ -53,7 +53,24 @@ def parse(body: dict[str, Any], path_model: str | None = None) -> ChatRequest:
             isinstance(block, dict) and block.get("type") == "tool_result" for block in content
         )
         turns.append(ChatTurn("tool" if is_tool_result else role, text))
-    return ChatRequest(model, tuple(turns), _tools(body), _tool_choice(body.get("tool_choice")), limit)
+    return ChatRequest(
+        model,
+        tuple(turns),
+        _tools(body),
+        _tool_choice(body.get("tool_choice")),
+        limit,
+        json_schema=_output_schema(body.get("output_config")),
+    )
+
+
+def _output_schema(config: Any) -> dict[str, Any] | None:
+    """``output_config.format {type: json_schema, schema}`` (the family's structured outputs, which
+    its SDK's ``messages.parse`` sends): the answer text is JSON fitting the schema."""
+    fmt = config.get("format") if isinstance(config, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    schema = fmt.get("schema")
+    return schema if isinstance(schema, dict) else {"type": "object"}
 
 
 def usage(counts: TokenCounts) -> dict[str, Any]:

@@ -5,12 +5,13 @@ prompt that asks for N words gets about that many."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import jsonschema
 from emulator_http import anthropic, bearer, user_chat, user_messages
 from google.genai import types as genai_types
+from pydantic import BaseModel
 from starlette.applications import Starlette
 
 from relaybatch.emulator import EmulatorState
@@ -195,3 +196,47 @@ def test_asked_words() -> None:
     assert asked_words("a 300-word essay") == 300
     assert asked_words("in about 800 tokens") == 400
     assert asked_words("say hi") is None
+
+
+class Label(BaseModel):
+    sentiment: Literal["positive", "negative", "neutral"]
+    confidence: float
+    sarcastic: bool
+
+
+async def test_openai_parse_reads_the_answer_into_a_pydantic_model(app: Starlette) -> None:
+    async with openai_client(app) as client:
+        completion = await client.chat.completions.parse(
+            model="relay-chat-small",
+            messages=[{"role": "user", "content": "label: great film"}],
+            response_format=Label,
+        )
+        response = await client.responses.parse(
+            model="relay-chat-small", input="label: great film", text_format=Label
+        )
+
+    assert isinstance(completion.choices[0].message.parsed, Label)
+    assert isinstance(response.output_parsed, Label)
+
+
+async def test_genai_parses_the_answer_into_a_pydantic_model(app: Starlette) -> None:
+    client, http_client = genai_client(app)
+    config = genai_types.GenerateContentConfig(response_mime_type="application/json", response_schema=Label)
+    async with http_client:
+        response = await client.aio.models.generate_content(
+            model="relay-gemini-flash", contents="label: great film", config=config
+        )
+
+    assert isinstance(response.parsed, Label)
+
+
+async def test_anthropic_parse_reads_the_answer_into_a_pydantic_model(app: Starlette) -> None:
+    async with anthropic_client(app) as client:
+        message = await client.messages.parse(
+            model="relay-claude-haiku",
+            max_tokens=256,
+            messages=[{"role": "user", "content": "label: great film"}],
+            output_format=Label,
+        )
+
+    assert isinstance(message.parsed_output, Label)
