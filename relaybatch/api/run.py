@@ -125,15 +125,18 @@ class Run:
         """Per job, kind and model: items, expected tokens, the expected cost and the worst case (what
         a budget reserves), as `relaybatch plan` prices them; sends no billed request."""
         from relaybatch.connect import open_client
+        from relaybatch.costs.observed import observed_outputs
         from relaybatch.costs.plan import Plan, make_plan
 
         manifest = open_manifest(self.manifest)
         manifest.validate().raise_if_invalid()
         providers = {job.name: job.provider for job in manifest.jobs if job.provider}
+        # Earlier runs' answers (every run under the runs folder) say how long this job's answers are.
+        observed = observed_outputs(self.settings.runs_dir)
 
         async def priced() -> Plan:
             async with open_client(self.settings) as client:
-                return await make_plan(manifest.iter_items(), client, providers)
+                return await make_plan(manifest.iter_items(), client, providers, observed)
 
         result = run_coroutine(priced)
         return pandas_module().DataFrame(
@@ -148,6 +151,8 @@ class Run:
                     "expected_usd": job.expected_usd if job.priced else None,
                     "worst_usd": job.worst_usd if job.priced else None,
                     "not_estimated": "; ".join(sorted(job.unknowns)),
+                    # Text jobs: how many earlier answers the output estimate comes from (0: assumed).
+                    "output_from_answers": job.observed.calls if job.observed else 0,
                 }
                 for job in result.jobs
             ]
