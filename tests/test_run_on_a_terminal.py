@@ -78,6 +78,10 @@ def test_the_live_display_of_a_run_at_a_fixed_width(tmp_path: Path) -> None:
     assert "finished 8/8 (100.0%) ·" in text
     assert re.search(r"elapsed 0:00:\d\d · \d+\.\d items/s · ETA 0:00:00", text), text
     assert re.search(r"in flight \d+ · queued \d+ · polling 0 · 429s 0 · retries 0 · limit ", text), text
-    assert re.search(r"spent \$0\.\d{4} · unknown \$0\.0000 · reserved \$0\.0000 · projected \$0\.\d{4} · budget \$2\.0000", text)
+    money = (
+        r"spent \$0\.\d{4} · unknown \$0\.0000 · reserved \$0\.0000 · "
+        r"projected \$0\.\d{4} · budget \$2\.0000"
+    )
+    assert re.search(money, text), text
     # Every line of the display fits the terminal: nothing was wrapped by the terminal itself.
     assert max(len(line) for line in text.splitlines()) <= 120
