@@ -593,7 +593,8 @@ def plan(
     runs_dir: RunsDirOption = None,
 ) -> None:
     """Show the items of a manifest and an estimated cost per job, sending no billed request; a text
-    job's output length is learnt from earlier runs' answers (under the runs folder) when any."""
+    job's output length is learnt from earlier runs' answers (under the runs folder) when any; for
+    video jobs, the poll plan (expected render, poll cadence, wall time) at the run's limit."""
     import asyncio
     from decimal import Decimal
 
@@ -642,6 +643,12 @@ def plan(
             console.print(f"job {spec.name} budget: {spec.budget_usd} USD, which {verdict} its worst case")
     for line in output_notes(result):
         console.print(f"output: {line}")
+    from relaybatch.run.render_plan import render_plan_table
+
+    renders, how = render_plan_table(checked)
+    if renders is not None:
+        console.print(renders)
+        console.print(how)
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if show_items:

@@ -27,6 +27,10 @@ expected)``) an item is **stuck**: it is named in the live display and in `relay
 its age and last status, and polled every ``PollSettings.stuck_seconds`` (policy ``keep``, the
 default) or cancelled at the gateway (policy ``cancel``). A run whose only open items are stuck ends
 by itself (runner.py).
+
+``plan_batch`` is the same plan as `relaybatch plan` states it before a run: per video job the
+expected render time, the gap between two polls of one video while creating and after (at the
+manifest's limit, else the interface's example of 120 rpm), and the batch's wall time, about.
 """
 
 from __future__ import annotations
@@ -202,3 +206,46 @@ def next_delay(watch: RenderWatch, now: float, max_seconds: float, backoff: floa
 
 def _bounded(seconds: float, max_seconds: float) -> float:
     return min(max_seconds, max(min(MIN_GAP_SECONDS, max_seconds), seconds))
+
+
+# -- what `relaybatch plan` says about a video job ---------------------------------------------
+
+ASSUMED_RPM = 120.0  # the interface's example limit, when the manifest names none
+POLL_SHARE = 0.3  # the limiter's guaranteed share for polls while submissions go on (limiter.py)
+PLANNED_POLLS_PER_VIDEO = 2.0  # half-way (progress) and at the end; 1 once the run measured the kind
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A video job's poll plan at a request limit: what `relaybatch plan` prints."""
+
+    videos: int
+    expected_seconds: float  # mean expected render time of its items
+    longest_seconds: float
+    rpm: float
+    cap: int | None
+    polls_per_video: float
+    gap_while_submitting: float  # seconds between two polls of one video at worst, while creating
+    gap_after: float  # the same once every create is sent
+    wall_seconds: float  # from the first create to the last render seen done, about
+
+
+def plan_batch(lengths: dict[int, int], job: RenderJob, rpm: float, cap: int | None) -> BatchPlan:
+    """``lengths`` maps requested seconds to how many of the job's items ask for them."""
+    videos = sum(lengths.values())
+    expected = {
+        seconds: job.expected_render_seconds or default_render_seconds(seconds) for seconds in lengths
+    }
+    mean = sum(expected[seconds] * count for seconds, count in lengths.items()) / max(1, videos)
+    longest = max(expected.values(), default=0.0)
+    rate = rpm / 60.0
+    polls = PLANNED_POLLS_PER_VIDEO
+    # Renders in flight while creating: as many as are created during one render, or the cap.
+    creating = rate * (1.0 - POLL_SHARE)
+    in_flight = min(videos, cap or videos, max(1.0, creating * mean))
+    planned_gap = mean / polls
+    gap_while = max(planned_gap, in_flight / (rate * POLL_SHARE))
+    gap_after = max(planned_gap, min(videos, cap or videos) / rate)
+    requests = videos * (1.0 + polls)
+    wall = max(requests / rate, videos * mean / cap if cap else 0.0) + longest
+    return BatchPlan(videos, mean, longest, rpm, cap, polls, gap_while, gap_after, wall)

@@ -326,3 +326,36 @@ async def test_content_that_expired_before_the_download_says_so(tmp_path: Path) 
         answer = await poll_video(client, created.id, MediaFiles(tmp_path, "key"))
     assert answer.status == "failed" and answer.error is not None
     assert "expired before it was downloaded" in answer.error and "as a new item" in answer.error
+
+
+def test_plan_states_each_video_jobs_poll_plan_at_the_runs_limit(tmp_path: Path) -> None:
+    manifest = tmp_path / "clips.yaml"
+    rows = [{"scene": f"scene {n}", "seconds": str((4, 8, 12)[n % 3])} for n in range(200)]
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "run": {"rate_limit_rpm": 1200, "max_in_flight": {"relay-video-2": 40}},
+                "jobs": [
+                    {
+                        "name": "clips",
+                        "kind": "video",
+                        "model": "relay-video-2",
+                        "request": {"seconds": "{seconds}"},
+                        "prompt": "{scene}",
+                        "items": rows,
+                    }
+                ],
+            }
+        )
+    )
+    result = CliRunner().invoke(
+        cli_app, ["plan", str(manifest), "--runs-dir", str(tmp_path)], terminal_width=250
+    )
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("│ clips") and "min" in line]
+    # 67, 67 and 66 videos of 4, 8 and 12 s: 50, 90 and 130 s expected (89.8 s on average); 40 in
+    # flight at once (the cap): 200 x 89.8 / 40 + the longest 130 s = 579 s.
+    assert [cell.strip() for cell in line.strip("│").split("│")] == [
+        "clips", "200", "1 min 30 s", "40", "2", "45 s", "45 s", "9 min 39 s",
+    ]  # fmt: skip
+    assert "poll plan at 1200 rpm (run.rate_limit_rpm)" in result.output
