@@ -117,7 +117,6 @@ EXPORTED: dict[str, list[str]] = {
         "export_results",
         "mark_interrupted_sends",
         "progress_for",
-        "write_parquet_atomically",
     ],
     "relaybatch.engine.store": [
         "ADD_CHUNK_ROWS",

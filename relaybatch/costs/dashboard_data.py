@@ -13,7 +13,7 @@ import json
 import math
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -283,14 +283,4 @@ def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = No
         for stores in store_folders(folder):
             _add_costs(data, stores / COST_STORE_NAME, since)
             _add_checkpoint(data, stores / CHECKPOINT_NAME, since)
-    return data
-
-
-def dashboard_of(records: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> DashboardData:
-    """The data of charges and events given directly (tests, one-off pages)."""
-    data = DashboardData([])
-    for record in records:
-        data.add_charge(record)
-    for event in events:
-        data.add_event(event)
     return data

@@ -4,7 +4,7 @@ The API for flows is documented at the top of docs/engine.md.
 """
 
 from relaybatch.engine.limiter import AdaptiveTokenBucket
-from relaybatch.engine.outputs import export_results, write_parquet_atomically
+from relaybatch.engine.outputs import export_results
 from relaybatch.engine.poller import PollSettings
 from relaybatch.engine.progress import PlainProgress, ProgressReporter, RichProgress, Snapshot, progress_for
 from relaybatch.engine.reasks import OutputCheck
@@ -60,5 +60,4 @@ __all__ = [
     "export_results",
     "mark_interrupted_sends",
     "progress_for",
-    "write_parquet_atomically",
 ]

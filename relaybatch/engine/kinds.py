@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from relaybatch.engine.media import MediaFiles, link_extension
@@ -314,8 +313,3 @@ CALLS: dict[str, KindCalls] = {
     "video": KindCalls(submit_video, poll_video, cancel_video),
     "video_v1": KindCalls(submit_video_v1, poll_task),
 }
-
-
-def media_root(checkpoint: Path) -> Path:
-    """Media files live in the run folder, beside the checkpoint."""
-    return checkpoint.parent / "media"

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from relaybatch.arrow_memory import RowGroupWriter, release_unused
 from relaybatch.engine.result_columns import (
@@ -52,12 +51,6 @@ ROWS_PER_PART = 10_000  # rows per row group of a results file
 # target 2); below 1,000 the per-batch costs of the conversion begin to show.
 CONVERT_ROWS = 1_000
 RESULTS_EXPORT = "results"
-
-
-def write_parquet_atomically(table: pa.Table, path: Path) -> None:
-    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
-    with replaced_atomically(path) as temporary:
-        pq.write_table(table, temporary)
 
 
 def safe_file_name(job: str) -> str:
