@@ -3,7 +3,8 @@
 The client calls ``acquire`` before each request (polls included) and ``observe`` after each
 answer, or ``no_answer`` when none came (never connected, dropped), so one limiter shared by a
 whole run sees all traffic and can slow everybody down on a 429. Implementations: ``Unlimited``
-here; the shared token bucket lives with the engine.
+here; the shared token bucket lives with the engine. ``WatchedLimiter`` is what the engine reads
+of the run's limiter besides: the limit in force for progress and the poller's share of it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,25 @@ class Limiter(Protocol):
     def no_answer(self) -> None:
         """A granted request ended with no answer (it never connected, or the connection dropped):
         it is no longer on its way, and says nothing about the limit."""
+
+
+class WatchedLimiter(Limiter, Protocol):
+    """The run's limiter as the engine sees it (``engine.AdaptiveTokenBucket``): the client's
+    ``Limiter``, and the figures the progress shows and the poller paces itself by."""
+
+    @property
+    def requests_per_minute(self) -> float | None:
+        """The rate allowed now; None while no limit is known."""
+
+    @property
+    def rate_limited(self) -> int:
+        """429 answers seen so far."""
+
+    def limit_source(self) -> str:
+        """Where the rate comes from (``configured``, ``headers``, ``429``, ``probing``)."""
+
+    def poll_budget_per_second(self) -> float | None:
+        """Polls per second guaranteed while submissions also wait; None when unlimited."""
 
 
 class Unlimited:

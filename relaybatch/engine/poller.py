@@ -48,6 +48,7 @@ from relaybatch.engine.store import Change, now_ms
 from relaybatch.gateway import APIStatusError, AuthenticationFailed, GatewayError, NotFound
 from relaybatch.gateway.retry import retry_delay
 from relaybatch.gateway.sending import SEND_TIMING, SendTiming
+from relaybatch.limiting import WatchedLimiter
 
 if TYPE_CHECKING:
     from relaybatch.engine.runner import Execution
@@ -121,7 +122,7 @@ class Poller:
         self,
         execution: Execution,
         settings: PollSettings,
-        limiter: Any = None,
+        limiter: WatchedLimiter | None = None,
         renders: RenderSettings | None = None,
     ) -> None:
         self.execution = execution
@@ -282,10 +283,9 @@ class Poller:
         if self.limiter is None:
             return None
         if self._over:
-            rpm = getattr(self.limiter, "requests_per_minute", None)
+            rpm = self.limiter.requests_per_minute
             return rpm / 60.0 if rpm else None
-        budget = getattr(self.limiter, "poll_budget_per_second", None)
-        return budget() if budget else None
+        return self.limiter.poll_budget_per_second()
 
     # -- the loop -----------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.limiting import WatchedLimiter
 
 RATE_WINDOW_SECONDS = 60.0
 DEFAULT_EVERY_SECONDS = 10.0
@@ -122,14 +123,14 @@ def kind_totals(store: CheckpointStore) -> dict[str, KindTotals]:
     return totals
 
 
-def limiter_figures(limiter: object) -> dict[str, Any]:
-    """The limiter's current limit, where it came from and the 429s it saw, when it can say."""
-    if limiter is None or not hasattr(limiter, "limit_source"):
+def limiter_figures(limiter: WatchedLimiter | None) -> dict[str, Any]:
+    """The limiter's current limit, where it came from and the 429s it saw (none without one)."""
+    if limiter is None:
         return {}
     return {
-        "limit_rpm": limiter.requests_per_minute,  # type: ignore[attr-defined]
+        "limit_rpm": limiter.requests_per_minute,
         "limit_source": limiter.limit_source(),
-        "rate_limited": limiter.rate_limited,  # type: ignore[attr-defined]
+        "rate_limited": limiter.rate_limited,
     }
 
 

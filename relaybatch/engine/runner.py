@@ -53,6 +53,7 @@ from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
 from relaybatch.gateway.retry import RetryPolicy, retry_delay
 from relaybatch.gateway.sending import SEND_TIMING, SendTiming
+from relaybatch.limiting import WatchedLimiter
 
 Hook = Callable[[str, str], None]
 """Called as hook(point, item_key) at each step; points, in order for a billed create: reserved
@@ -108,7 +109,7 @@ class Execution:
         client: GatewayClient,
         settings: EngineSettings,
         *,
-        limiter: Any = None,
+        limiter: WatchedLimiter | None = None,
         spend: SpendGuard | None = None,
         stop: asyncio.Event | None = None,
         hook: Hook | None = None,
@@ -646,7 +647,7 @@ async def execute(
     concurrency: int = 64,
     *,
     settings: EngineSettings | None = None,
-    limiter: Any = None,
+    limiter: WatchedLimiter | None = None,
     spend: SpendGuard | None = None,
     stop: asyncio.Event | None = None,
     hook: Hook | None = None,
