@@ -37,7 +37,7 @@ from relaybatch.run import run_paths as paths_of_run
 from relaybatch.run.locking import refreshing_ledger
 from relaybatch.run.partitions import Partition
 from relaybatch.run.stopping import stop_when_parent_dies
-from relaybatch.settings import Settings
+from relaybatch.settings import entry_settings
 from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
 __all__ = ["RunOutcome", "resume_run", "run_manifest"]
@@ -167,7 +167,7 @@ async def execute_and_report(
     notes.append(spend_note(paths.root))
     notes += budget_notes(paths)
     # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
-    gateway = base_url or Settings().base_url
+    gateway = base_url or entry_settings().base_url
     notes.append(f"gateway: {gateway or 'the embedded emulator'}")
     await publish_summary(
         label, [paths.checkpoint], result.counts, spend_lines([paths.root]), outputs, notes, timings

@@ -16,6 +16,7 @@ from relaybatch.errors import UserError
 
 if TYPE_CHECKING:
     from relaybatch.run_folder import RunPaths
+    from relaybatch.settings import Settings
 
 app = typer.Typer(
     help="Run batches of Model Relay Gateway calls from manifests, with checkpoints and exact costs.",
@@ -264,11 +265,11 @@ def _run(
 
     from relaybatch.prefect_server import configured_api_url
     from relaybatch.run import RunOutcome, Shard, plan_run, run_locally
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
     from relaybatch.shared_limit import SharedLimit, SharedLimitSettings
 
     part = Shard.parse(shard) if shard is not None else None
-    settings = Settings(base_url=base_url) if base_url else Settings()  # bad RELAYBATCH_* fail first
+    settings = entry_settings(base_url=base_url, runs_dir=runs_dir)  # bad RELAYBATCH_* fail first
     server = configured_api_url()
     rpm = shared_limit_rpm if shared_limit_rpm is not None else SharedLimitSettings().rpm
     if rpm is not None:
@@ -285,14 +286,18 @@ def _run(
     with contextlib.ExitStack() as hold:
         # Planned first: the manifest is opened once, bad input fails fast and cleanly, and
         # nothing is written unless every row is valid.
-        check = functools.partial(_catalog_check, base_url=base_url)
+        check = functools.partial(_catalog_check, settings=settings)
         if partition is not None:
             from relaybatch.run.partitions import Partition, plan_partition
 
             index, count = Partition.parse(partition)
-            planned = plan_partition(manifest, runs_dir, index, count, overrides, check=check, hold=hold)
+            planned = plan_partition(
+                manifest, settings.runs_dir, index, count, overrides, check=check, hold=hold
+            )
         else:
-            planned = plan_run(manifest, runs_dir, part, overrides, check=check, hold=hold, say=_say_run)
+            planned = plan_run(
+                manifest, settings.runs_dir, part, overrides, check=check, hold=hold, say=_say_run
+            )
         if planned.planned != "whole":  # what the plan fingerprint spared (docs/manifests.md)
             typer.echo(f"relaybatch run: {_PLANNED_NOTES[planned.planned]}", err=True)
         for line in planned.reused.lines() if planned.reused else []:
@@ -304,7 +309,7 @@ def _run(
                 typer.echo(f"relaybatch run: {line}", err=True)
         if server is None:
             # No server: the same steps without Prefect (no temporary server, no Prefect import).
-            outcome = asyncio.run(run_locally(manifest, base_url=base_url, planned=planned))
+            outcome = asyncio.run(run_locally(manifest, planned=planned, settings=settings))
         else:
             typer.echo(
                 f"relaybatch run: manifest valid; reporting to the Prefect server at {server}", err=True
@@ -543,7 +548,7 @@ def _validate_as_json(manifest: Path, base_url: str | None, offline: bool) -> No
     raise typer.Exit(1)
 
 
-def _catalog_check(validation: Any, base_url: str | None) -> None:
+def _catalog_check(validation: Any, base_url: str | None = None, settings: Settings | None = None) -> None:
     """Add model-family problems from the gateway's catalog; a note after a clean pass when it
     cannot be read. One try: a gateway that is down must not hold a check up through backoff."""
     if not validation.routes:  # no text item: nothing to check, and no client to import
@@ -552,12 +557,13 @@ def _catalog_check(validation: Any, base_url: str | None) -> None:
 
     from relaybatch.connect import open_client
     from relaybatch.gateway import RetryPolicy
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
 
     async def families() -> str | None:
-        settings = Settings(base_url=base_url) if base_url else Settings()
         try:
-            client = open_client(settings, retry=RetryPolicy(max_attempts=1))
+            client = open_client(
+                settings or entry_settings(base_url=base_url), retry=RetryPolicy(max_attempts=1)
+            )
         except UserError as error:  # no API key for a real gateway
             return _unchecked(error)
         async with client:
@@ -602,7 +608,7 @@ def plan(
     from relaybatch.costs.observed import observed_outputs
     from relaybatch.costs.plan import Plan, make_plan, output_notes
     from relaybatch.manifests import open_manifest
-    from relaybatch.settings import Settings, runs_dir_or_default
+    from relaybatch.settings import entry_settings
 
     checked = open_manifest(manifest)
     validation = checked.validate()
@@ -610,15 +616,16 @@ def plan(
     providers = {job.name: job.provider for job in checked.jobs if job.provider}
 
     async def priced() -> Plan:
-        async with open_client(Settings(base_url=base_url) if base_url else Settings()) as client:
+        async with open_client(settings) as client:
             note = await _check_families(validation, client)
             if note:
                 typer.echo(f"note: {note}", err=True)
             validation.raise_if_invalid()  # a model of another family on a native route
             return await make_plan(checked.iter_items(), client, providers, observed)
 
+    settings = entry_settings(base_url=base_url, runs_dir=runs_dir)
     # Earlier runs' answers (every run under the runs folder) say how long this job's answers are.
-    observed = observed_outputs(runs_dir_or_default(runs_dir))
+    observed = observed_outputs(settings.runs_dir)
     result = asyncio.run(priced())
     numbers = ("items", "in tokens", "out tokens", "video s", "expected USD", "worst case USD")
     estimates = table("job", "kind", "model", *numbers, "not estimated", whole=numbers)
@@ -723,12 +730,12 @@ def cancel(
     from relaybatch.gateway import RetryPolicy
     from relaybatch.run.cancel import cancel_remote_work, chosen_items
     from relaybatch.run.locking import RUN_ADVICE, holding, what_runs_in
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
 
     if not (items or job or all_open):
         raise UserError("name what to cancel: ITEM ids, --job NAME, or --all-open")
     paths = _existing_run(run_name, runs_dir)
-    settings = Settings(base_url=base_url) if base_url else Settings()
+    settings = entry_settings(base_url=base_url)
 
     async def cancel_them(store: CheckpointStore) -> list[str]:
         rows, left_out = chosen_items(store, items or [], job, all_open)
@@ -869,9 +876,9 @@ def report(
     --answers, the label summary of each run's results instead."""
     from relaybatch.costs.terminal import run_report
     from relaybatch.run.locking import refreshing_ledger
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
 
-    settings = Settings(runs_dir=runs_dir) if runs_dir else Settings()
+    settings = entry_settings(runs_dir=runs_dir)
     if answers:
         from relaybatch.costs.report import run_folders
         from relaybatch.run.answers import answers_table

@@ -149,9 +149,17 @@ def _settings_problems(error: ValidationError) -> str:
     return "; ".join(lines) + " (fix or unset the variable)"
 
 
+def entry_settings(*, base_url: str | None = None, runs_dir: Path | None = None) -> Settings:
+    """The settings of one entry point (a command, a flow, a ``relaybatch.Run``): the options given
+    over RELAYBATCH_* over the defaults. Built once there, before anything is written (a bad value
+    fails first), and passed to what the entry point calls."""
+    given = {"base_url": base_url, "runs_dir": runs_dir}
+    return Settings(**{name: value for name, value in given.items() if value is not None})
+
+
 def runs_dir_or_default(runs_dir: Path | None) -> Path:
     """The runs folder: the one given, else RELAYBATCH_RUNS_DIR, else data/runs."""
-    return (Settings(runs_dir=runs_dir) if runs_dir else Settings()).runs_dir
+    return runs_dir if runs_dir else entry_settings().runs_dir
 
 
 def run_paths(runs_dir: Path | None, name: str) -> RunPaths:

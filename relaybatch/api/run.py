@@ -34,7 +34,7 @@ from relaybatch.run.execution import RunOutcome, run_locally
 from relaybatch.run.retry import Retried, retry_failed
 from relaybatch.run.stopping import InterruptRelay
 from relaybatch.run_folder import RunPaths
-from relaybatch.settings import Settings, run_paths
+from relaybatch.settings import entry_settings, run_paths
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,9 +59,8 @@ class Run:
         concurrency: int | None = None,
         rate_limit_rpm: int | None = None,
     ) -> None:
-        given = {"runs_dir": runs_dir, "base_url": base_url}
         # Built once for this entry point: a bad RELAYBATCH_* value fails here, before anything.
-        self.settings = Settings(**{key: value for key, value in given.items() if value is not None})
+        self.settings = entry_settings(base_url=base_url, runs_dir=Path(runs_dir) if runs_dir else None)
         self.manifest = Path(manifest)
         self.overrides = RunOverrides(
             run_name=name,
@@ -170,8 +169,8 @@ class Run:
             outcome = run_coroutine(
                 lambda: run_locally(
                     self.manifest,
-                    base_url=self.settings.base_url,
                     planned=planned,
+                    settings=self.settings,
                     progress=reporter,
                     relay=relay,
                 ),
@@ -192,8 +191,8 @@ class Run:
             planned = self._plan(hold, retry_failed)
             outcome = await run_locally(
                 self.manifest,
-                base_url=self.settings.base_url,
                 planned=planned,
+                settings=self.settings,
                 progress=None if progress else Quiet(),
             )
         self._say_outcome(planned, outcome)

@@ -46,6 +46,7 @@ from relaybatch.settings import run_paths
 if TYPE_CHECKING:
     from relaybatch.cost_model import Budgets
     from relaybatch.gateway import GatewayClient
+    from relaybatch.settings import Settings
     from relaybatch.shared_limit import SharedLimit
 
 
@@ -435,6 +436,7 @@ async def open_run(
     shared_limit: SharedLimit | None = None,
     cancel_remote_on_stop: bool = False,
     client: GatewayClient | None = None,
+    settings: Settings | None = None,
 ) -> AsyncIterator[OpenRun]:
     """Store, limiter, client and spend guard for an execution of the run at ``paths``.
 
@@ -443,7 +445,7 @@ async def open_run(
     """
     from relaybatch.connect import open_client
     from relaybatch.costs import spend_guard_for_run
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
 
     with CheckpointStore(paths.checkpoint) as store:
         saved = store.run_settings()
@@ -451,7 +453,7 @@ async def open_run(
         limiter, bucket = await run_limiter(shared_limit, int(rpm) if rpm else None)
         async with contextlib.AsyncExitStack() as stack:
             if client is None:
-                settings = Settings(base_url=base_url) if base_url else Settings()
+                settings = settings or entry_settings(base_url=base_url)
                 client = await stack.enter_async_context(open_client(settings, limiter))
             guard = await stack.enter_async_context(
                 spend_guard_for_run(store, client, budgets=budgets(saved), providers=saved.get("providers"))

@@ -40,6 +40,7 @@ from relaybatch.run.stopping import InterruptRelay, interrupt_at_once, stop_on_s
 from relaybatch.run_folder import RunPaths
 
 if TYPE_CHECKING:
+    from relaybatch.settings import Settings
     from relaybatch.shared_limit import SharedLimit
 
 STOPPED_AT_ONCE = (
@@ -93,17 +94,20 @@ async def execute_run(
     cancel_remote_on_stop: bool = False,
     progress: ProgressReporter | None = None,
     relay: InterruptRelay | None = None,
+    settings: Settings | None = None,
 ) -> ExecuteResult:
     """Send every pending item, poll remote jobs, checkpoint each answer; counts per state.
 
     SIGINT and SIGTERM stop it cleanly (relaybatch/run/stopping.py); the result says which signal
     it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the engine
     the same way before the cancellation goes on. ``progress``: where progress goes (default: a
-    live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another thread.
+    live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another thread;
+    ``settings``: the entry point's (built here from ``base_url`` when not given).
     """
-    from relaybatch.settings import Settings
+    from relaybatch.settings import entry_settings
     from relaybatch.telemetry import open_telemetry
 
+    settings = settings or entry_settings(base_url=base_url)
     stop = asyncio.Event()
     with executing(paths):  # one execution per store at a time (run/locking.py)
         try:
@@ -112,9 +116,9 @@ async def execute_run(
                 base_url=base_url,
                 shared_limit=shared_limit,
                 cancel_remote_on_stop=cancel_remote_on_stop,
+                settings=settings,
             ) as run:
                 _RUNNING[paths.checkpoint] = run.bucket
-                settings = Settings()
                 telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
                 try:
                     # A live table for a person at a terminal; a line every few seconds in logs and CI.
@@ -206,6 +210,7 @@ async def run_locally(
     planned: PlannedRun | None = None,
     progress: ProgressReporter | None = None,
     relay: InterruptRelay | None = None,
+    settings: Settings | None = None,
 ) -> RunOutcome:
     """Run (or resume) a manifest in this process, with no Prefect at all (``progress`` and
     ``relay``: as ``execute_run``'s)."""
@@ -217,7 +222,7 @@ async def run_locally(
         # exports to the next run at once (stopping.interrupt_at_once).
         hold.enter_context(interrupt_at_once())
         planned_at = time.monotonic()
-        result = await execute_run(planned.paths, base_url, progress=progress, relay=relay)
+        result = await execute_run(planned.paths, base_url, progress=progress, relay=relay, settings=settings)
         executed = time.monotonic()
         results = export_run_results(planned.paths)
     return RunOutcome(
