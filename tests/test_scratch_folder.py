@@ -1,5 +1,5 @@
 """Planning's scratch folder: removed after the plan, and left over by a killed process only until
-the next plan starts (tests/flows/test_plan_fingerprint.py covers what is kept in it)."""
+the next plan starts (tests/run/test_plan_fingerprint.py covers what is kept in it)."""
 
 from __future__ import annotations
 

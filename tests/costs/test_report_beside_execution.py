@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from relaybatch.cli import app
 from relaybatch.costs.ledger import CostStore, write_ledger
 from relaybatch.run import holder_of
-from tests.flows.test_execution_lock import HelperHolder
+from tests.run.test_execution_lock import HelperHolder
 
 
 def _run_with_a_stale_ledger(runs: Path, name: str) -> Path:

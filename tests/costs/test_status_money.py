@@ -24,8 +24,8 @@ from relaybatch.costs.ledger import LedgerRow
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.run import RunPaths, executing
-from tests.flows.test_execution_lock import SlowRun, _relaybatch, _write_manifest
-from tests.flows.test_graceful_cancel import _counts, _slow_emulator
+from tests.run.test_execution_lock import SlowRun, _relaybatch, _write_manifest
+from tests.run.test_graceful_cancel import _counts, _slow_emulator
 
 
 def make_run(run_dir: Path, budgets: Budgets | None = None, shards: int = 1) -> None:

@@ -173,7 +173,7 @@ def test_cron_deployment_gets_scheduled_runs_and_one_completes_through_serve(
 def test_ctrl_c_of_a_run_reporting_to_the_server_ends_its_flow_run_cancelled(
     tmp_path: Path, prefect_server: Server
 ) -> None:
-    from tests.flows.test_graceful_cancel import Run
+    from tests.run.test_graceful_cancel import Run
 
     env = {key: value for key, value in prefect_server.env.items() if key.startswith("PREFECT_")}
     run = Run(tmp_path, latency=1.0, env=env)
@@ -206,8 +206,8 @@ def _serving_a_slow_manifest(
     The flow run's grace period for requests in flight is a minute instead of 7 s: these tests check
     that a stop is clean (nothing left in flight), and a loaded machine can stall a process for
     seconds; cutting requests off when the grace runs out is tested on its own
-    (tests/flows/test_graceful_cancel.py)."""
-    from tests.flows.test_graceful_cancel import _env, _manifest, _slow_emulator
+    (tests/run/test_graceful_cancel.py)."""
+    from tests.run.test_graceful_cancel import _env, _manifest, _slow_emulator
 
     manifest = _manifest(tmp_path)
     config = tmp_path / "deployments.yaml"
@@ -242,7 +242,7 @@ def test_one_ctrl_c_stops_serve_and_its_running_flow_run_ends_cancelled_cleanly(
 ) -> None:
     """One Ctrl-C stops serve; the runner cancels the flow run still going (SIGTERM to its process),
     which stops cleanly: nothing left in flight, the flow run Cancelled."""
-    from tests.flows.test_graceful_cancel import ITEMS, _counts
+    from tests.run.test_graceful_cancel import ITEMS, _counts
 
     http = prefect_server.http
     with _serving_a_slow_manifest(tmp_path, prefect_server, "by-hand") as (serving, deployment, serve_log):
@@ -273,7 +273,7 @@ def _sending(http: httpx.Client, flow_run_id: str, checkpoint: Path, logs: list[
     Starting a flow-run process takes seconds on a quiet machine and minutes on a loaded one
     (Prefect's import, the runner's poll): the bound is the module's start-up allowance, and a
     flow run that crashed or finished ends the wait at once instead of running it out."""
-    from tests.flows.test_graceful_cancel import _counts
+    from tests.run.test_graceful_cancel import _counts
 
     def executing() -> bool:
         if _counts(checkpoint).get("done", 0) >= 64:
@@ -294,7 +294,7 @@ def _ending(checkpoint: Path) -> dict[str, str | None]:
 
 
 def _descendants(pid: int) -> set[int]:
-    from tests.flows.test_graceful_cancel import _children
+    from tests.run.test_graceful_cancel import _children
 
     found, frontier = set(), {pid}
     while frontier:
@@ -308,7 +308,7 @@ def test_a_sigkill_of_serve_stops_its_flow_run_cleanly_within_seconds(
     tmp_path: Path, prefect_server: Server
 ) -> None:
     """The flow-run process lives in its own session; it stops (as on SIGTERM) when serve dies."""
-    from tests.flows.test_graceful_cancel import _alive, _counts
+    from tests.run.test_graceful_cancel import _alive, _counts
 
     http = prefect_server.http
     with _serving_a_slow_manifest(tmp_path, prefect_server, "to-kill") as (serving, deployment, serve_log):

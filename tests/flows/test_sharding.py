@@ -97,8 +97,8 @@ def test_an_unsharded_run_after_its_shards_failed_items_is_a_no_op_the_second_ti
     import yaml
 
     from tests.conftest import REPO_ROOT
-    from tests.flows.test_execution_lock import _relaybatch, _write_manifest
-    from tests.flows.test_graceful_cancel import _slow_emulator
+    from tests.run.test_execution_lock import _relaybatch, _write_manifest
+    from tests.run.test_graceful_cancel import _slow_emulator
 
     config = yaml.safe_load((REPO_ROOT / "configs" / "emulator.yaml").read_text())
     config["faults"] = {"seed": 0, "rules": [{"fault": "status=400", "rate": 0.5, "paths": ["/v1/chat"]}]}

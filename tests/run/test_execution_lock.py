@@ -24,7 +24,7 @@ import pytest
 
 from relaybatch.run import RunBusy, RunPaths, executing, holder_of
 from relaybatch.run.locking import holding
-from tests.flows.test_graceful_cancel import RELAYBATCH, _counts, _env, _slow_emulator
+from tests.run.test_graceful_cancel import RELAYBATCH, _counts, _env, _slow_emulator
 
 IN_FLIGHT_SECONDS = 60.0  # a slow emulator's chat latency: far longer than the steps taken meanwhile
 CHAT = ("/v1/chat/",)  # only the calls are slow: each refused run checks the catalog first
