@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -359,3 +361,35 @@ def test_plan_states_each_video_jobs_poll_plan_at_the_runs_limit(tmp_path: Path)
         "clips", "200", "1 min 30 s", "40", "2", "45 s", "45 s", "9 min 39 s",
     ]  # fmt: skip
     assert "poll plan at 1200 rpm (run.rate_limit_rpm)" in result.output
+
+
+@pytest.mark.slow
+def test_a_run_of_only_stuck_renders_ends_with_exit_1_the_advice_and_the_resume_command(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "stuck.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "run": {"name": "stuck-demo"},
+                "jobs": [
+                    {
+                        "name": "clips",
+                        "kind": "video",
+                        "model": "relay-video-2",
+                        "prompt": "{scene}",
+                        "items": [{"id": "forever", "scene": "a spinning wheel emulator:stuck"}],
+                        "video": {"expected_render_seconds": 2, "render_deadline_seconds": 1},
+                    }
+                ],
+            }
+        )
+    )
+    command = [sys.executable, "-m", "relaybatch", "run", str(manifest), "--runs-dir", str(tmp_path / "runs")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr + done.stdout
+    output = done.stdout + done.stderr
+    assert "1 render(s) stuck past their render deadline (forever)" in output
+    assert "relaybatch cancel RUN --all-open" in output
+    assert f"resume with: relaybatch run {manifest}" in output
+    assert "Traceback" not in output
