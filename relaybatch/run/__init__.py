@@ -1,5 +1,12 @@
-"""The run layer: a run's folder, planning a manifest into it, assembling an execution, shards,
-and read-only views. Prefect-free: the CLI, the Prefect tasks and the benchmarks call it."""
+"""The run layer: planning a manifest into a run's folder, assembling an execution, shards, and
+read-only views. Prefect-free: the CLI, the Python API, the Prefect tasks and the benchmarks call it.
+
+Its modules are internal (code outside imports this face): ``assemble.py`` (plan, open an
+execution), ``execution.py`` (execute, export, run locally), ``stopping.py`` (signals),
+``locking.py`` (one writer per store), ``sharding.py`` and ``partitions.py``, ``fingerprint.py``
+and ``identity.py`` (what a plan read, which manifest a run is), ``reuse.py``, ``retry.py``,
+``cancel.py``, ``snapshot.py``, ``views.py``, ``status.py``, ``answers.py``, ``render_plan.py``.
+A run's folder layout is ``relaybatch.run_folder``, below the engine."""
 
 from relaybatch.run.assemble import (
     ExecuteResult,
