@@ -16,8 +16,9 @@
     superseded -> pending | done                            (an edit was undone: the item is back)
 
 Some writes keep their state and only change columns: a structured answer asked again stays
-``sending`` and counts the re-ask in its attempts (``sending -> sending``: the re-ask's reservation
-is durable before it goes, engine/reasks.py); a submitted or polling item whose polls
+``sending`` and counts the re-ask in its attempts (``sending -> sending`` **only with more attempts
+than the item has**, ``is_reask``: a second claim of an item already sending, which carries the
+attempts it read, is still refused; engine/reasks.py); a submitted or polling item whose polls
 keep failing records the reason (``submitted -> submitted``, ``polling -> polling``), and a done
 item of a polled kind whose media files are missing gets them, or the reason it could not
 (``done -> done``; poller.py, "Missing media").
@@ -50,7 +51,7 @@ SETTLED_STATES = frozenset({DONE, SENDING, SUBMITTED, POLLING, UNCERTAIN})
 
 ALLOWED: dict[str, frozenset[str]] = {
     PENDING: frozenset({SENDING, SUPERSEDED, DONE}),
-    SENDING: frozenset({SENDING, DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
+    SENDING: frozenset({DONE, FAILED, SUBMITTED, UNCERTAIN, PENDING}),
     SUBMITTED: frozenset({SUBMITTED, POLLING, DONE, FAILED, CANCELLED}),
     POLLING: frozenset({POLLING, DONE, FAILED, CANCELLED}),
     UNCERTAIN: frozenset({PENDING, FAILED, SUPERSEDED}),
@@ -72,6 +73,12 @@ class IllegalTransition(RuntimeError):
 
 def is_allowed(old: str, new: str) -> bool:
     return new in ALLOWED.get(old, frozenset())
+
+
+def is_reask(old: str, new: str, old_attempts: int, new_attempts: object) -> bool:
+    """``sending -> sending`` that counts one more request: a structured answer asked again. Not in
+    ``ALLOWED``: the write path checks it beside the table, attempts and all."""
+    return old == SENDING and new == SENDING and isinstance(new_attempts, int) and new_attempts > old_attempts
 
 
 def allowed_pairs() -> list[str]:

@@ -197,7 +197,7 @@ def test_an_illegal_move_raises_and_leaves_the_whole_group_unwritten(store: Chec
         (["sending", "failed", "pending", "sending", "pending"], True),
         (["sending", "submitted", "sending"], False),  # paid remote work is never created again
         (["sending", "submitted", "superseded"], False),  # nor abandoned while it runs
-        (["sending", "sending", "done"], True),  # a structured answer re-asked (engine/reasks.py)
+        (["sending", "sending"], False),  # a second claim (a re-ask counts an attempt: below)
         (["superseded", "sending"], False),
         (["sending", "done", "failed"], False),
     ],
@@ -400,3 +400,21 @@ def test_a_failed_row_folded_in_once_is_not_taken_again_until_its_store_goes_fur
     assert store.item(chat(1).key)["last_error"] == "500 after 3 requests"
     store.transition(chat(1).key, "pending")  # requeued for a retry, not sent yet: still ours
     assert store.absorb(path) == 0
+
+
+@pytest.mark.parametrize("group", [1, 4], ids=["row by row", "one JSON-array update"])
+def test_a_reask_stays_sending_only_with_one_more_attempt(store: CheckpointStore, group: int) -> None:
+    """A structured answer asked again (engine/reasks.py) keeps the item sending and counts the
+    request; a second claim of an item already sending, with the attempts it read, is refused."""
+    from relaybatch.engine import IllegalTransition
+
+    store.add_items([chat(n) for n in range(1, 5)])
+    keys = [chat(n).key for n in range(1, 5)][:group]
+    store.apply([Change(key, "sending", {"attempts": 1}) for key in keys])
+
+    store.apply([Change(key, "sending", {"attempts": 2}) for key in keys])
+    with pytest.raises(IllegalTransition, match="from 'sending' to 'sending'"):
+        store.apply([Change(key, "sending", {"attempts": 2}) for key in keys])
+
+    assert {store.item(key)["attempts"] for key in keys} == {2}
+    assert store.count_by_state()["sending"] == group

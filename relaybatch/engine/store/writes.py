@@ -16,6 +16,7 @@ from relaybatch.engine.states import (
     IllegalTransition,
     allowed_pairs,
     is_allowed,
+    is_reask,
 )
 from relaybatch.engine.store import schema
 from relaybatch.engine.store.base import StoreBase
@@ -108,21 +109,37 @@ class CheckedWrites(StoreBase):
             by_columns.setdefault(columns, []).append([change.key, change.state, *values])
         for columns, rows in by_columns.items():
             array = json_array(rows)
+            # A re-ask (states.is_reask): sending -> sending with more attempts than the row has.
+            attempts = columns.index("attempts") if "attempts" in columns else None
             if array is None:
                 assignments = "".join(f", {name} = ?" for name in columns)
+                reask = (
+                    ""
+                    if attempts is None
+                    else f" or (state = '{SENDING}' and ? = '{SENDING}' and attempts < ?)"
+                )
                 cursor = self.db.conn.executemany(
                     f"update items set state = ?{assignments} "
-                    f"where key = ? and (state || '>' || ?) in {_ALLOWED_SQL}",
-                    [[state, *values, key, state] for key, state, *values in rows],
+                    f"where key = ? and ((state || '>' || ?) in {_ALLOWED_SQL}{reask})",
+                    [
+                        [state, *values, key, state, *([] if attempts is None else [state, values[attempts]])]
+                        for key, state, *values in rows
+                    ],
                 )
             else:
                 assignments = "".join(
                     f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)
                 )
+                reask = (
+                    ""
+                    if attempts is None
+                    else f" or (items.state = '{SENDING}' and (j.value ->> 1) = '{SENDING}' "
+                    f"and items.attempts < (j.value ->> {attempts + 2}))"
+                )
                 cursor = self.db.conn.execute(
                     f"update items set state = j.value ->> 1{assignments} "
                     "from json_each(?) as j where items.key = j.value ->> 0 "
-                    f"and (items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}",
+                    f"and ((items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}{reask})",
                     [array],
                 )
             if cursor.rowcount != len(rows):
@@ -132,15 +149,24 @@ class CheckedWrites(StoreBase):
     def _illegal(self, changes: Sequence[Change]) -> IllegalTransition:
         """The first of ``changes`` the state machine forbids, replayed from the store's states
         (the transaction that tried them was rolled back): its key, where it stood, where it went."""
-        states: dict[str, str | None] = {}
+        states: dict[str, tuple[str, int] | None] = {}
         for change in changes:
             if change.key not in states:
-                found = self.db.execute("select state from items where key = ?", [change.key]).fetchone()
-                states[change.key] = None if found is None else str(found[0])
-            old = states[change.key]
-            if old is None or not is_allowed(old, change.state):
+                found = self.db.execute(
+                    "select state, attempts from items where key = ?", [change.key]
+                ).fetchone()
+                states[change.key] = None if found is None else (str(found[0]), int(found[1] or 0))
+            stood = states[change.key]
+            if stood is None:
+                return IllegalTransition(change.key, None, change.state)
+            old, tries = stood
+            moved = is_allowed(old, change.state) or is_reask(
+                old, change.state, tries, change.fields.get("attempts")
+            )
+            if not moved:
                 return IllegalTransition(change.key, old, change.state)
-            states[change.key] = change.state
+            attempts = change.fields.get("attempts")
+            states[change.key] = (change.state, attempts if isinstance(attempts, int) else tries)
         return IllegalTransition(changes[0].key, None, changes[0].state)  # not reachable
 
     def _move_matching(self, where: str, change_for: Any, stamp: int) -> int:
