@@ -6,19 +6,21 @@ the installed package, so no source needs pulling and no image building for a pr
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from prefect import Flow
 from prefect.deployments.runner import EntrypointType, RunnerDeployment
-from prefect.schedules import Cron
+from prefect.schedules import Cron, Interval, RRule, Schedule
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from relaybatch.flows.maintenance import cost_report, export_run
 from relaybatch.flows.run_manifest import resume_run, run_manifest
 from relaybatch.flows.sharding import run_sharded
 
 from relaybatch.errors import UserError
+from relaybatch.manifests.yaml_lines import line_of, load_with_lines
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "deployments.yaml"
 DEFAULT_WORK_POOL = "relaybatch-local"
@@ -32,6 +34,9 @@ FLOWS: dict[str, Flow[Any, Any]] = {
 }
 # Parameters that name files: made absolute at registration, so a worker in any folder finds them.
 PATH_PARAMETERS = ("manifest", "runs_dir")
+# The flows that take a catch-up policy for late scheduled runs (relaybatch/flows/catch_up.py).
+CATCH_UP_FLOWS = ("run-manifest", "resume-run")
+SCHEDULE_KINDS = ("cron", "interval", "rrule")
 
 
 class DeploymentSpec(BaseModel):
@@ -39,11 +44,28 @@ class DeploymentSpec(BaseModel):
 
     name: str = Field(min_length=1)
     flow: str
-    cron: str | None = None
+    cron: str | None = Field(default=None, description="a cron expression, e.g. '0 2 * * *'")
+    interval: float | None = Field(default=None, gt=0, description="seconds between runs, e.g. 3600")
+    rrule: str | None = Field(default=None, description="an iCalendar RRule, e.g. 'FREQ=DAILY;BYHOUR=2'")
     timezone: str = "UTC"
+    catch_up: Literal["once", "latest"] = Field(
+        default="once",
+        description="late runs (after downtime): once = the first one runs for all missed, the others "
+        "are skipped; latest = only the latest one due runs",
+    )
     description: str | None = None
     parameters: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=lambda: ["relaybatch"])
+
+    def schedule(self) -> Schedule | None:
+        """The deployment's schedule (one of cron, interval, rrule), or None for runs by hand."""
+        if self.cron is not None:
+            return Cron(self.cron, timezone=self.timezone)
+        if self.interval is not None:
+            return Interval(self.interval, timezone=self.timezone)
+        if self.rrule is not None:
+            return RRule(self.rrule, timezone=self.timezone)
+        return None
 
     @field_validator("flow")
     @classmethod
@@ -54,14 +76,23 @@ class DeploymentSpec(BaseModel):
 
     @model_validator(mode="after")
     def valid_schedule(self) -> DeploymentSpec:
-        if self.cron is not None:
-            from prefect.client.schemas.schedules import CronSchedule
+        from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule, RRuleSchedule
 
-            # Prefect's own schedule model checks the expression and the timezone.
-            try:
+        given = [kind for kind in SCHEDULE_KINDS if getattr(self, kind) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"give one schedule: cron, interval or rrule (this one has {' and '.join(given)})"
+            )
+        # Prefect's own schedule models check the expression, the rule and the timezone.
+        try:
+            if self.cron is not None:
                 CronSchedule(cron=self.cron, timezone=self.timezone)
-            except ValidationError as exc:
-                raise ValueError("; ".join(error["msg"] for error in exc.errors())) from None
+            elif self.interval is not None:
+                IntervalSchedule(interval=timedelta(seconds=self.interval), timezone=self.timezone)
+            elif self.rrule is not None:
+                RRuleSchedule(rrule=self.rrule, timezone=self.timezone)
+        except ValidationError as exc:
+            raise ValueError("; ".join(error["msg"] for error in exc.errors())) from None
         return self
 
 
@@ -76,23 +107,41 @@ def load_deployments(path: Path | None = None) -> DeploymentsConfig:
     """Read and validate the deployments file; errors name the file and the field."""
     path = path or DEFAULT_CONFIG
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw, lines, ambiguous = load_with_lines(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such deployments file") from None
     except yaml.YAMLError as exc:
         raise UserError(f"{path}: not valid YAML ({exc})") from None
+    except ValueError as exc:  # a limit (YamlLimitError), at its line
+        line = getattr(exc, "line", None)
+        raise UserError(f"{path}:{line}: {exc}" if line else f"{path}: {exc}") from None
+    if ambiguous:  # a key written twice, a plain yes/no: each at its line
+        raise UserError("\n".join(f"{path}:{line}: {message}" for line, _, message in ambiguous))
     try:
         config = DeploymentsConfig.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
-        )
-        raise UserError(f"{path}: {problems}") from None
+        raise UserError("\n".join(_located(path, lines, error) for error in exc.errors())) from None
     names = [spec.name for spec in config.deployments]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise UserError(f"{path}: deployment names used twice: {', '.join(duplicates)}")
     return config
+
+
+def _located(path: Path, lines: dict[Any, int], error: Any) -> str:
+    """One problem as ``file:line: field: what is wrong`` (the line of the field, or of the
+    deployment holding it; a deployment's own problem names the deployment's line)."""
+    location = tuple(error["loc"])
+    line = line_of(lines, location)
+    field = ".".join(str(part) for part in location) or "the file"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = (
+            f"not a deployment setting; one of: {', '.join(DeploymentSpec.model_fields)}"
+            if len(location) == 3
+            else "not a setting of the file; write work_pool and deployments"
+        )
+    return f"{path}:{line}: {field}: {message}" if line else f"{path}: {field}: {message}"
 
 
 def _absolute_paths(parameters: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -106,11 +155,14 @@ def _absolute_paths(parameters: dict[str, Any], base: Path) -> dict[str, Any]:
 
 async def runner_deployment(spec: DeploymentSpec, base: Path) -> RunnerDeployment:
     """One deployment object, ready to ``apply`` to a work pool or to ``serve``."""
-    schedules = [Cron(spec.cron, timezone=spec.timezone)] if spec.cron else None
+    schedule = spec.schedule()
+    parameters = _absolute_paths(spec.parameters, base)
+    if spec.flow in CATCH_UP_FLOWS:
+        parameters.setdefault("catch_up", spec.catch_up)
     return await FLOWS[spec.flow].ato_deployment(
         name=spec.name,
-        schedules=schedules,
-        parameters=_absolute_paths(spec.parameters, base),
+        schedules=[schedule] if schedule else None,
+        parameters=parameters,
         description=spec.description,
         tags=spec.tags,
         entrypoint_type=EntrypointType.MODULE_PATH,

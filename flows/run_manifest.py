@@ -25,6 +25,7 @@ from prefect import flow
 from prefect.client.schemas.objects import FlowRun, State
 from prefect.logging.loggers import flow_run_logger
 from prefect.states import Cancelled
+from relaybatch.flows.catch_up import SKIPPED, CatchUp, hold_or_skip
 from relaybatch.flows.progress import DEFAULT_EVERY_SECONDS, progress_artifact, read_progress
 from relaybatch.flows.summary import publish_summary
 from relaybatch.tasks import execute_items, export_outputs, plan_items, plan_partition_items
@@ -32,8 +33,9 @@ from relaybatch.tasks import execute_items, export_outputs, plan_items, plan_par
 from relaybatch.costs.report import run_spend_figures
 from relaybatch.costs.terminal import budget_summary, run_budget_uses, spend_summary
 from relaybatch.manifests import run_name_for
-from relaybatch.run import PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
+from relaybatch.run import Entry, PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
 from relaybatch.run import run_paths as paths_of_run
+from relaybatch.run.executions import execution_figures, execution_usd
 from relaybatch.run.locking import refreshing_ledger
 from relaybatch.run.partitions import Partition
 from relaybatch.run.stopping import stop_when_parent_dies
@@ -83,16 +85,36 @@ def _announce_start(flow: Any, flow_run: FlowRun, state: State) -> None:
 
 
 def _announce_end(flow: Any, flow_run: FlowRun, state: State) -> None:
-    """One line when a deployment's flow run ends: its state, the items per state and the spend."""
+    """One line when a deployment's flow run ends: its state, what this execution did and spent
+    (new, sent, done, failed, spent), then the run's items per state and spend so far."""
     if flow_run.deployment_id is None:
+        return
+    if state.name == SKIPPED:  # busy, or caught up by another execution: said in one line
+        _announce(f"flow run {flow_run.name}: {state.message} ({flow.name})")
         return
     paths = _paths_of(flow_run)
     detail = "no run folder"
     if paths is not None and paths.checkpoint.exists():
         view = read_progress(paths.checkpoint)
         items = ", ".join(f"{name} {count}" for name, count in sorted(view.counts.items()))
-        detail = f"items: {items or 'none'}; spent {view.spent} USD"
+        mine = execution_figures(paths.root, label=flow_run.name)
+        this = f"{mine.line()}; " if mine is not None else "no execution of its own; "
+        detail = f"{this}run: items: {items or 'none'}; spent {execution_usd(view.spent)} USD"
     _announce(f"flow run {flow_run.name}: {state.name.lower()} ({flow.name}); {detail}")
+
+
+def _entry() -> Entry:
+    """What started this flow run, for the run's executions table: a schedule, a deployment run by
+    hand, or a flow called directly (`relaybatch run` with a server); its name there."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    flow_run = context.flow_run if context is not None else None
+    if flow_run is None:
+        return Entry("flow")
+    if flow_run.deployment_id is None:
+        return Entry("flow", flow_run.name)
+    return Entry("schedule" if flow_run.auto_scheduled else "deployment", flow_run.name)
 
 
 def _log_resume_hint(flow: Any, flow_run: FlowRun, state: State) -> None:
@@ -158,12 +180,14 @@ async def execute_and_report(
     started = time.monotonic()
     with executing(paths):  # one execution per store, from execute to export (run/locking.py)
         async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit):
-            result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel)
+            result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel, _entry())
         executed = time.monotonic()
         results = export_outputs(paths)
     timings.update({"execute": executed - started, "export": time.monotonic() - executed})
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
     notes = [f"stopped early: {result.stopped}"] if result.stopped else []
+    mine = None if result.execution is None else execution_figures(paths.root, result.execution)
+    notes.append(f"this {mine.line()}" if mine else "this execution sent nothing (refused before sending)")
     notes.append(spend_note(paths.root))
     notes += budget_notes(paths)
     # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
@@ -182,6 +206,7 @@ async def execute_and_report(
         interrupted=result.interrupted,
         timings=timings,
         sent=result.sent,
+        execution=result.execution,
     )
     if result.interrupted:
         return Cancelled(message=f"stopped by {result.interrupted}; run again to resume", data=outcome)
@@ -214,6 +239,7 @@ async def run_manifest(
     cancel_remote_on_cancel: bool = False,
     planned: PlannedRun | None = None,
     partition: str | None = None,
+    catch_up: CatchUp = "once",
 ) -> RunOutcome | State[Any]:
     """Run (or resume) a manifest, or one shard of it (``shard="1/2"``), or one partition of its
     prepared split (``partition="3/12"``: only that range of rows is read and planned): done items
@@ -221,6 +247,8 @@ async def run_manifest(
 
     ``planned``: the caller already planned the manifest into its store (the CLI does, before
     Prefect starts, so the manifest is opened once); otherwise the plan step does it here.
+    ``catch_up``: which late scheduled run executes, ``once`` or ``latest`` (flows/catch_up.py); a
+    deployment's run that finds the run busy ends Skipped, not Failed.
     """
     # The API key is never a flow parameter (Prefect stores those): settings read it from the
     # environment inside the process that sends requests.
@@ -230,10 +258,14 @@ async def run_manifest(
     # execute, another run of the same manifest could plan and execute in the gap; released before
     # the summary, its ledger refresh could race another execution's export. The CLI holds it too.
     with contextlib.ExitStack() as hold:
+        part = Shard.parse(shard) if shard else None
         if planned is None and partition:
             planned = plan_partition_items(manifest, runs_dir, partition, hold=hold)
         elif planned is None:
-            planned = plan_items(manifest, runs_dir, Shard.parse(shard) if shard else None, hold=hold)
+            skip = hold_or_skip(hold, run_paths(runs_dir, run_name_for(Path(manifest)), part), catch_up)
+            if skip is not None:
+                return skip
+            planned = plan_items(manifest, runs_dir, part, hold=hold)
         timings = {"plan": time.monotonic() - started}
         return await execute_and_report(
             planned.label,
@@ -256,6 +288,7 @@ async def resume_run(
     shared_limit_rpm: int | None = None,
     progress_every: float = DEFAULT_EVERY_SECONDS,
     cancel_remote_on_cancel: bool = False,
+    catch_up: CatchUp = "once",
 ) -> RunOutcome | State[Any]:
     """Finish an existing run from its checkpoint alone (the manifest is not read again)."""
     _stop_with_the_runner()
@@ -263,7 +296,11 @@ async def resume_run(
     paths = run_paths(runs_dir, run_name, part).require_existing()
     label = f"{run_name} shard {part}" if part else run_name
     # Held to the end of the summary, whose spend figures refresh the ledgers (run/locking.py).
-    with executing(paths):
+    with contextlib.ExitStack() as hold:
+        skip = hold_or_skip(hold, paths, catch_up)
+        if skip is not None:
+            return skip
+        hold.enter_context(executing(paths))
         return await execute_and_report(
             label,
             paths,

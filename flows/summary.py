@@ -17,6 +17,7 @@ from pathlib import Path
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 
 from relaybatch.run import Failure, SpendLine, failures, items_per_job_and_state, total_spend
+from relaybatch.run.executions import execution_usd as usd
 
 FAILURE_REASONS_SHOWN = 20
 
@@ -65,10 +66,13 @@ def summary_markdown(
     lines += ["", "## Spend (USD)", ""]
     if spend:
         lines += [SPEND_HEADER]
-        lines += [f"| {x.job} | {x.model} | {x.usd} | {x.unknown_usd} | {x.total_usd} |" for x in spend]
+        lines += [
+            f"| {x.job} | {x.model} | {usd(x.usd)} | {usd(x.unknown_usd)} | {usd(x.total_usd)} |"
+            for x in spend
+        ]
         known = sum((line.usd for line in spend), Decimal(0))
         total = total_spend(spend)
-        lines += [f"| **total** | | **{known}** | **{total - known}** | **{total}** |"]
+        lines += [f"| **total** | | **{usd(known)}** | **{usd(total - known)}** | **{usd(total)}** |"]
     else:
         lines += ["No charges recorded for this run."]
     lines += ["", "## Outputs", ""]

@@ -80,7 +80,13 @@ BaseUrlOption = Annotated[
         help="Gateway base URL [default: RELAYBATCH_BASE_URL, else the embedded emulator].",
     ),
 ]
-RunArgument = Annotated[str, typer.Argument(help="Run name: the manifest's file name without extension.")]
+RunArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Run name: the manifest's run.name, or its file name without extension when it sets "
+        "none (--run-name, when the run was started with it).",
+    ),
+]
 ShardOption = Annotated[
     str | None,
     typer.Option(
@@ -606,6 +612,7 @@ def plan(
 
     from relaybatch.connect import open_client
     from relaybatch.costs.observed import observed_outputs
+    from relaybatch.costs.periods import period_plan_lines
     from relaybatch.costs.plan import Plan, make_plan, output_notes
     from relaybatch.manifests import open_manifest
     from relaybatch.settings import entry_settings
@@ -643,6 +650,9 @@ def plan(
     if checked.settings.budget_usd is not None:
         verdict = "covers" if result.worst_usd <= checked.settings.budget_usd else "is BELOW"
         console.print(f"run budget: {checked.settings.budget_usd} USD, which {verdict} the worst case")
+    periods = checked.settings.period_budgets()
+    for line in period_plan_lines(periods, checked.settings.budget_timezone, result.worst_usd):
+        console.print(line)
     for spec in checked.jobs:
         if spec.budget_usd is not None:
             job_worst = sum((job.worst_usd for job in result.jobs if job.job == spec.name), Decimal(0))
@@ -685,10 +695,20 @@ def status(
             help="List remote work (videos, V1 tasks) open for longer than this many seconds.",
         ),
     ] = 300.0,
+    execution: Annotated[
+        int | None,
+        typer.Option(
+            "--execution",
+            min=1,
+            help="Show this execution's figures (its id, as `status` and `report` print it) "
+            "[default: the last execution's].",
+        ),
+    ] = None,
 ) -> None:
-    """Print a run's counts per state and job, how its last execution ended, every item that did
-    not end done with its reason (the first 20 of each state), remote work open for longer than
-    --older-than with its age, last status and last poll, and the command that resumes it."""
+    """Print a run's counts per state and job, how its last execution ended and what it did and
+    spent (new, sent, done, failed, spent), every item that did not end done with its reason (the
+    first 20 of each state), remote work open for longer than --older-than with its age, last
+    status and last poll, and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
     from relaybatch.run import run_paths
     from relaybatch.run.status import money_parts, partitions_table, status_view
@@ -701,7 +721,7 @@ def status(
         return
     paths = _existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        console.print(status_view(store, run_name, show_all, older_than))
+        console.print(status_view(store, run_name, show_all, older_than, execution))
 
 
 @app.command()
@@ -855,7 +875,12 @@ def report(
     ] = None,
     runs_dir: RunsDirOption = None,
     dashboards_dir: Annotated[
-        Path, typer.Option("--dashboards-dir", help="Folder for the combined HTML dashboard.")
+        Path,
+        typer.Option(
+            "--dashboards-dir",
+            help="Folder for the combined HTML dashboard (relaybatch-report.html; a report of some "
+            "runs or --since gets a file of its own named after the filter).",
+        ),
     ] = Path("dashboards"),
     answers: Annotated[
         bool,
@@ -871,14 +896,43 @@ def report(
             "--threshold", min=0.0, max=1.0, help="With --answers: a confidence below it is unsure."
         ),
     ] = 0.5,
+    execution: Annotated[
+        int | None,
+        typer.Option(
+            "--execution",
+            min=1,
+            help="With one RUN: show this execution's figures [default: each run's last execution].",
+        ),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="One more table grouped by these columns, comma-separated: run, job, model, provider, "
+            "kind, day (e.g. --by day,model).",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Write the --by table (every column without --by) as FILE.csv or FILE.parquet "
+            "(exact decimals).",
+        ),
+    ] = None,
 ) -> None:
-    """Spend by job, model, kind and day, each budget beside its spend, and an HTML dashboard; with
-    --answers, the label summary of each run's results instead."""
+    """Spend by job, model, kind and day, each budget beside its spend, each run's last execution
+    (new, sent, done, failed, spent), and an HTML dashboard (each run's own dashboard is written
+    only by an unfiltered report; a filtered one writes its own file); with --answers, the label
+    summary of each run's results instead."""
     from relaybatch.costs.terminal import run_report
+    from relaybatch.run.executions import execution_lines
     from relaybatch.run.locking import refreshing_ledger
     from relaybatch.settings import entry_settings
 
     settings = entry_settings(runs_dir=runs_dir)
+    if execution is not None and len(run_names or []) != 1:
+        raise UserError("--execution ID: name exactly one RUN (an execution's id is its run's)")
     if answers:
         from relaybatch.costs.report import run_folders
         from relaybatch.run.answers import answers_table
@@ -888,7 +942,21 @@ def report(
             console.print(answers_table(RunPaths.for_run(settings.runs_dir, folder.name), threshold))
         return
     # Each store's ledger is rewritten under its lock; beside an execution it is left to it.
-    run_report(console, settings.runs_dir, run_names or [], since, dashboards_dir, refreshing_ledger)
+    from relaybatch.costs.grouping import parse_by
+
+    grouping = parse_by(by)
+    run_report(
+        console,
+        settings.runs_dir,
+        run_names or [],
+        since,
+        dashboards_dir,
+        refreshing_ledger,
+        grouping,
+        output,
+    )
+    for line in execution_lines(settings.runs_dir, run_names or [], execution):
+        console.print(line)
 
 
 @app.command()

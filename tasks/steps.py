@@ -16,6 +16,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from relaybatch.run import (
+    Entry,
     ExecuteResult,
     PlannedRun,
     RunPaths,
@@ -62,9 +63,10 @@ async def execute_items(
     base_url: str | None,
     shared_limit: SharedLimit | None = None,
     cancel_remote_on_stop: bool = False,
+    entry: Entry | None = None,
 ) -> ExecuteResult:
     """Send every pending item, poll remote jobs, checkpoint each answer; counts per state."""
-    return await execute_run(paths, base_url, shared_limit, cancel_remote_on_stop)
+    return await execute_run(paths, base_url, shared_limit, cancel_remote_on_stop, entry=entry)
 
 
 @task(name="export", persist_result=False, cache_policy=NO_CACHE, retries=0)

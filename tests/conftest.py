@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,26 @@ def fast_app() -> Starlette:
     config = load_config()
     config.media = FAST_MEDIA
     return create_app(config)
+
+
+Cli = Callable[..., tuple[int, str]]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """`relaybatch` commands run in this process with no Prefect server configured (the CLI's own
+    mode, whatever an earlier test set): each call gives the exit code and the output."""
+    from typer.testing import CliRunner
+
+    from relaybatch.cli import app
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, list(args), terminal_width=400)
+        return result.exit_code, result.output
+
+    return run
 
 
 @pytest.fixture

@@ -132,3 +132,10 @@ def test_plan_items_below_zero_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plan", str(manifest), "--items", "-1"])
     assert result.exit_code == 2
     assert "Invalid value for '--items'" in result.output
+
+
+def test_the_run_name_help_says_run_name_wins_over_the_file_name() -> None:
+    result = CliRunner().invoke(app, ["status", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "run.name" in text and "file name without extension when it sets none" in text

@@ -248,6 +248,7 @@ EXPORTED: dict[str, list[str]] = {
         "reask_request",
     ],
     "relaybatch.run": [
+        "Entry",
         "ExecuteResult",
         "Failure",
         "OpenRun",

@@ -1,6 +1,7 @@
 """Budgets that hold: reserve a call's worst case before it is sent, settle it when it is known.
 
-A call is admitted only if, for the run and for its job,
+A call is admitted only if, for the run, for its job and for each period budget (this execution,
+this calendar day, week or month: relaybatch/cost_model/periods.py),
     spent + reserved in flight + this call's worst case <= budget.
 Since a call is never charged more than its worst case, the budget is never crossed, however
 many calls are in flight. Settling replaces the reservation with the actual charge; releasing
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+
+from relaybatch.cost_model.periods import PeriodBudgets, PeriodCap, fresh_advice
 
 RUN_SCOPE = "run"
 # A shard's share times its split gives the whole back to within this (10 / 3 * 3 = 9.999...9).
@@ -50,6 +53,7 @@ class Budgets:
 
     run_usd: Decimal | None = None
     job_usd: Mapping[str, Decimal] | None = None
+    periods: PeriodBudgets | None = None  # each execution, day, week, month
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,12 @@ class Refusal:
     in_flight: Decimal
     needed: Decimal | None  # None: the call's worst case could not be priced
     split: int = 1  # a shard of a run split N ways enforces 1/N of each budget
+    period: str | None = None  # a period budget's period (execution, day, week, month)
+
+    @property
+    def whole_run(self) -> bool:
+        """A budget over every job (the run's, or a period's): reaching it stops all new work."""
+        return not self.scope.startswith("job ")
 
     @property
     def named(self) -> str:
@@ -96,10 +106,14 @@ class Refusal:
                 f"Run the manifest again to go on with what the calls in flight did not use; "
                 f"nothing already done is re-sent."
             )
+        advice = (
+            "Raise budget_usd and run the manifest again to resume; nothing already done is re-sent."
+            if self.period is None
+            else fresh_advice(self.period)
+        )
         return (
             f"{self.named} reached: {self.spent} USD spent, "
-            f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. "
-            f"Raise budget_usd and run the manifest again to resume; nothing already done is re-sent."
+            f"{self.in_flight} USD in flight, item {item} may cost up to {self.needed} USD. {advice}"
         )
 
 
@@ -114,8 +128,11 @@ class Budget:
         spent: Decimal = Decimal(0),
         spent_by_job: Mapping[str, Decimal] | None = None,
         split: int = 1,
+        periods: Sequence[PeriodCap] = (),
     ) -> None:
         self.run_limit = run_limit
+        self.periods = list(periods)
+        self._spent_at_start = spent  # this execution's spend is what grew since
         self.split = split  # the limits are a shard's 1/split share of the run's
         self.job_limits = dict(job_limits or {})
         self._lock = threading.Lock()
@@ -129,7 +146,7 @@ class Budget:
         return [(scope, limit) for scope, limit in scopes if limit is not None]
 
     def is_limited(self, job: str) -> bool:
-        return bool(self.limits(job))
+        return bool(self.limits(job)) or bool(self.periods)
 
     def _in_flight(self, job: str | None) -> Decimal:
         return sum((r.usd for r in self._reservations.values() if job is None or r.job == job), Decimal(0))
@@ -140,6 +157,11 @@ class Budget:
             in_flight = self._in_flight(None if scope == RUN_SCOPE else job)
             if needed is None or spent + in_flight + needed > limit:
                 return Refusal(scope, limit, spent, in_flight, needed, self.split)
+        for cap in self.periods:
+            spent = cap.spent_before + self._spent - self._spent_at_start
+            in_flight = self._in_flight(None)
+            if needed is None or spent + in_flight + needed > cap.limit:
+                return Refusal(cap.name, cap.limit, spent, in_flight, needed, self.split, cap.period)
         return None
 
     def reserve(self, key: str, job: str, worst_usd: Decimal | None) -> Refusal | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from html import escape
@@ -293,7 +294,23 @@ def budget_use(data: DashboardData) -> go.Figure | None:
 
 def _budget_label(use: BudgetUse, data: DashboardData) -> str:
     scope = "run budget" if use.job is None else f"job {use.job}"
-    return scope if len(data.budgets) == 1 else f"{use.run}: {scope}"
+    label = scope if len(data.budgets) == 1 else f"{use.run}: {scope}"
+    needed = budget_stop_needed(data.stopped, use.job)
+    return label if needed is None else f"{label}: STOPPED, the next item needed up to {needed}"
+
+
+# A budget's stop reason (costs/budget.py, ``Refusal.message``): its scope and what the next call needed.
+_BUDGET_STOP = re.compile(r"\b(run|job (\S+)) budget\b.*? reached: .*?may cost up to ([0-9.]+) USD")
+
+
+def budget_stop_needed(stopped: Sequence[str], job: str | None) -> str | None:
+    """What the call a budget refused needed (its worst case), when that budget stopped work: the
+    run's (``job`` None) or the job's; None when it stopped nothing."""
+    for reason in stopped:
+        for found in _BUDGET_STOP.finditer(reason):
+            if (found.group(1) == "run" and job is None) or found.group(2) == job:
+                return display_usd(Decimal(found.group(3)))
+    return None
 
 
 def _stacked(labels: list[str], parts: list[tuple[str, list[Decimal], str]]) -> go.Figure:
@@ -318,6 +335,42 @@ def _stacked(labels: list[str], parts: list[tuple[str, list[Decimal], str]]) -> 
     return go.Figure(traces, layout)
 
 
+def spend_by_day(totals: Mapping[tuple[str, str], Decimal], what: str) -> go.Figure | None:
+    """USD per UTC day, one stacked bar per ``what`` (model, job): largest overall first, each
+    bar's hover the exact amount; the legend lists every name whole."""
+    if not totals:
+        return None
+    days = sorted({day for day, _ in totals})
+    overall: dict[str, Decimal] = {}
+    for (_, name), usd in totals.items():
+        overall[name] = overall.get(name, Decimal(0)) + usd
+    names = sorted(overall, key=lambda name: (-overall[name], name))
+    traces = []
+    for name in names:
+        amounts = [totals.get((day, name), Decimal(0)) for day in days]
+        traces.append(
+            go.Bar(
+                x=days,
+                y=[_float(usd) for usd in amounts],
+                name=name,
+                text=[display_usd(usd) for usd in amounts],
+                textposition="none",
+                hovertemplate=f"%{{x}}<br>{escape(name)}: %{{text}}<extra></extra>",
+            )
+        )
+    legend = {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top", "title": {"text": what}}
+    return go.Figure(
+        traces,
+        _layout(
+            barmode="stack",
+            xaxis={"type": "category", "title": "day (UTC)"},
+            yaxis={"title": "USD", "rangemode": "tozero"},
+            legend=legend,
+            margin={"l": 60, "r": 20, "t": 30, "b": 110},
+        ),
+    )
+
+
 def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
     """(name, title, figure or None when there is nothing to draw yet), in page order."""
     return [
@@ -325,6 +378,8 @@ def charts(data: DashboardData) -> list[tuple[str, str, go.Figure | None]]:
         ("tokens-over-time", "Tokens over time (cumulative)", tokens_over_time(data)),
         ("spend-by-model", "Spend by model", ranked_bars(data.ranked(data.by_model), "spend")),
         ("spend-by-job", "Spend by job", ranked_bars(data.ranked(data.job_spend()), "spend")),
+        ("spend-by-day-model", "Spend per day by model (UTC)", spend_by_day(data.by_day_model, "model")),
+        ("spend-by-day-job", "Spend per day by job (UTC)", spend_by_day(data.by_day_job, "job")),
         ("latency", "Latency percentiles per kind (p50, p90, p99)", latency_percentiles(data)),
         ("errors", "Errors by type over time", errors_over_time(data)),
         ("limiter", "Rate limit and 429s over time", limiter_over_time(data)),
@@ -344,7 +399,7 @@ def _cards(data: DashboardData) -> list[tuple[str, str, str]]:
         ("Calls with unknown price", str(data.unpriced_calls), "counted at their known part"),
         ("Errors", str(sum(data.error_totals.values())), "retried or final"),
         ("Items", str(sum(data.states.values())), states),
-        ("Stopped", "yes" if data.stopped else "no", "; ".join(data.stopped)[:160]),
+        ("Stopped", "yes" if data.stopped else "no", "; ".join(data.stopped)),
     ]
 
 

@@ -127,6 +127,9 @@ class DashboardData:
     spend: TimeBuckets = field(default_factory=TimeBuckets)  # usd, input, output tokens, calls
     by_model: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
     by_job: dict[tuple[str, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))  # (run, job)
+    # Spend per UTC day and model, and per day and "run / job": the finance questions' charts.
+    by_day_model: dict[tuple[str, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    by_day_job: dict[tuple[str, str], Decimal] = field(default_factory=lambda: defaultdict(Decimal))
     latency: dict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
     errors: TimeBuckets = field(default_factory=TimeBuckets)
     error_totals: Counter[str] = field(default_factory=Counter)
@@ -200,6 +203,9 @@ class DashboardData:
         self.spend.add(at, {"usd": usd, "input": tokens_in, "output": tokens_out, "calls": 1})
         self.by_model[str(record.get("model") or "-")] += usd
         self.by_job[(str(record.get("run")), str(record.get("job")))] += usd
+        day = at.astimezone(UTC).date().isoformat()
+        self.by_day_model[(day, str(record.get("model") or "-"))] += usd
+        self.by_day_job[(day, f"{record.get('run')} / {record.get('job')}")] += usd
         if record.get("latency_seconds") is not None:
             self.latency[str(record.get("kind") or "-")].add(float(record["latency_seconds"]))
 

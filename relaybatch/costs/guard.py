@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from relaybatch.cost_model import (
     ROUTE_PRICED_KINDS,
-    RUN_SCOPE,
     Budget,
     Budgets,
     CallCost,
@@ -38,6 +37,7 @@ from relaybatch.cost_model import (
     usage_for_call,
     worst_case_usd,
 )
+from relaybatch.cost_model.periods import period_caps
 from relaybatch.costs.ledger import (
     CHARGED,
     OUTCOME_UNKNOWN,
@@ -94,6 +94,7 @@ class RunSpendGuard:
         self._lock = threading.Lock()
         self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
         self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
+        self.execution: int | None = None  # the execution's id in the checkpoint store, on every row
 
     # -- the engine's seam ------------------------------------------------------------------
 
@@ -120,7 +121,7 @@ class RunSpendGuard:
         if refusal is None:
             raise LookupError(f"no refusal recorded for call {call.key}: ask right after reserve")
         message = refusal.message(f"{call.job}/{call.item_id}")
-        job = None if refusal.scope == RUN_SCOPE else call.job
+        job = None if refusal.whole_run else call.job
         return Refused(message, job, may_fit_later=refusal.only_in_flight)
 
     def settle(self, call: Call, result: dict[str, Any] | None) -> Decimal | None:
@@ -213,6 +214,7 @@ class RunSpendGuard:
             outcome=CHARGED if result is not None else UNKNOWN,
             call=_call_label(call),
             wasted=bool(getattr(call, "wasted", False)),  # the engine's BilledCall says so
+            execution=self.execution,
         )
 
     def _prices(self, call: Call) -> Any:
@@ -297,7 +299,16 @@ async def open_spend_guard(
         for job, usd in elsewhere_by_job.items():
             spent_by_job[job] = spent_by_job.get(job, Decimal(0)) + usd
         split = shard_split(run_dir)  # a shard's budgets are its 1/split share: its refusals say so
-        budget = Budget(budgets.run_usd, budgets.job_usd, spent=spent, spent_by_job=spent_by_job, split=split)
+        # Each period's budget (execution, day, week, month) counts this store's calls in the period.
+        caps = period_caps(budgets.periods, store.spent_since)
+        budget = Budget(
+            budgets.run_usd,
+            budgets.job_usd,
+            spent=spent,
+            spent_by_job=spent_by_job,
+            split=split,
+            periods=caps,
+        )
         unknown = store.unknown_spent()
     except BaseException:
         store.close()

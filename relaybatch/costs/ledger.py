@@ -56,8 +56,9 @@ LEDGER_EXPORT = "ledger"
 
 USAGE_COLUMNS = tuple(item.name for item in fields(UsageCounts) if item.name != "quote_usd")
 SECONDS_COLUMNS = frozenset({"audio_seconds", "video_seconds", "video_seconds_with_audio"})
-# PRAGMA user_version of the store's layout (0: one "charges" table; 2 added charge_rows.wasted)
-SCHEMA_VERSION = 2
+# PRAGMA user_version of the store's layout (0: one "charges" table; 1: charge_rows and
+# reservations; 2 added charge_rows.wasted; 3 each row's execution)
+SCHEMA_VERSION = 3
 # Columns kept as the id of a text in ``texts``: long and repeated on every row.
 TEXT_ID_COLUMNS = ("run", "job", "model", "price_paths")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -89,6 +90,7 @@ class LedgerRow:
     # A structured answer that did not fit its schema (re-asked or given up on): spend that
     # bought nothing; the report splits spend into useful and wasted by it.
     wasted: bool = False
+    execution: int | None = None  # the execution that sent the call (the checkpoint's executions)
 
     @property
     def usd(self) -> Decimal | None:
@@ -113,6 +115,7 @@ def build_row(
     outcome: str = "charged",
     call: str = "create",
     wasted: bool = False,
+    execution: int | None = None,
 ) -> LedgerRow:
     return LedgerRow(
         run=run,
@@ -131,6 +134,7 @@ def build_row(
         outcome=outcome,
         call=call,
         wasted=wasted,
+        execution=execution,
     )
 
 
@@ -172,6 +176,7 @@ def flat_record(row: LedgerRow) -> dict[str, Any]:
     record["charged_at"] = row.charged_at.astimezone(UTC).isoformat(timespec="microseconds")
     record["latency_seconds"] = row.latency_seconds
     record["wasted"] = row.wasted
+    record["execution"] = row.execution
     return record
 
 
@@ -224,6 +229,7 @@ def ledger_schema() -> pa.Schema:
         ("charged_at", pa.timestamp("us", tz="UTC")),
         ("latency_seconds", pa.float64()),
         ("wasted", pa.bool_()),  # layout 2
+        ("execution", pa.int64()),
     ]
     return pa.schema(columns)
 
@@ -347,7 +353,7 @@ class CostStore:
         with transaction(self.db.conn):  # all or nothing: a crash leaves the old layout
             tables = {row[0]: row[1] for row in self.db.execute("select name, type from sqlite_schema")}
             if tables.get("charges") == "view":
-                self._add_wasted()  # layout 1: the view without wasted
+                self._add_columns()  # layouts 1 and 2: the view without wasted, or execution
                 return
             for statement in _LAYOUT_SQL:
                 self.db.execute(statement)
@@ -356,11 +362,17 @@ class CostStore:
             self.db.execute(_VIEW_SQL)
             self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
-    def _add_wasted(self) -> None:
-        """Layout 1 to 2: charge rows get ``wasted`` (0 for every row before it), the view shows it."""
-        if self._check_layout() >= SCHEMA_VERSION:
+    def _add_columns(self) -> None:
+        """Layout 1 to 2: charge rows get ``wasted`` (0 for every row before it); 2 to 3: charge rows
+        and reservations get ``execution`` (null: sent before executions were recorded); the view
+        shows them."""
+        version = self._check_layout()
+        if version >= SCHEMA_VERSION:
             return  # another process migrated it first
-        self.db.execute("alter table charge_rows add column wasted integer default 0")
+        if version < 2:
+            self.db.execute("alter table charge_rows add column wasted integer default 0")
+        for table in ("charge_rows", "reservations"):
+            self.db.execute(f"alter table {table} add column execution integer")
         self.db.execute("drop view charges")
         self.db.execute(_VIEW_SQL)
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -542,6 +554,25 @@ class CostStore:
         for values in self.db.conn.execute(sql, [since] if since else []):
             yield dict(zip(columns, values, strict=True))
 
+    def execution_spend(self, execution: int) -> tuple[Decimal, Decimal]:
+        """(known, unknown) USD of the calls ``execution`` sent, as the report splits them."""
+        known, unknown = Decimal(0), Decimal(0)
+        if "execution" not in {row[1] for row in self.db.execute("pragma table_info(charges)")}:
+            return known, unknown  # an older layout read as it is: no row says its execution
+        sql = "select usd, known_usd, reserved_usd from charges where execution = ?"
+        for usd, known_usd, reserved_usd in self.db.conn.execute(sql, [execution]):
+            record = {"usd": usd, "known_usd": known_usd, "reserved_usd": reserved_usd}
+            known += known_amount(record)
+            unknown += unknown_amount(record)
+        return known, unknown
+
+    def spent_since(self, since: str) -> Decimal:
+        """What the budget counts as spent by calls made on or after ``since`` (ISO UTC time)."""
+        total = Decimal(0)
+        for record in self.charges_since(("usd", "known_usd", "reserved_usd"), since):
+            total += budget_amount(record)
+        return total
+
     def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
         """USD the budget counts as spent, for the run and per job.
 
@@ -660,6 +691,7 @@ _RESERVATION_COLUMNS = (
     "unknown_prices",
     "reserved_usd",
     "charged_at",
+    "execution",
 )
 
 
@@ -800,6 +832,7 @@ def _reservation_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
         ",".join(row.cost.unknown) or None,
         _text(row.reserved_usd),
         _micros(row.charged_at),
+        row.execution,
     ]
 
 
@@ -839,6 +872,7 @@ def _charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
         _micros(row.charged_at),
         row.latency_seconds,
         row.wasted,
+        row.execution,
     ]
     return values
 

@@ -347,7 +347,7 @@ def error_label(detail: Any, state: Any) -> str:
     found = _STATUS_AND_TYPE.search(text)
     if found:
         return f"{found.group(1)} {found.group(2)}"
-    return " ".join(text.split(":")[0].split()[:4])[:48]
+    return " ".join(text.split(":")[0].split())  # whole: a legend or a table never cuts a reason
 
 
 def store_folders(run_dir: Path) -> list[Path]:

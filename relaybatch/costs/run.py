@@ -21,8 +21,16 @@ BILLABLE_STATES = tuple(state for state in ALL_STATES if state not in (DONE, CAN
 
 def budgets_from_manifest(manifest: Any) -> Budgets:
     """`run.budget_usd` and each job's `budget_usd` from an opened manifest (relaybatch.manifests)."""
+    from relaybatch.cost_model.periods import PeriodBudgets
+
     jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}
-    return Budgets(run_usd=manifest.settings.budget_usd, job_usd=jobs)
+    periods = manifest.settings.period_budgets()
+    timezone = manifest.settings.budget_timezone
+    return Budgets(
+        run_usd=manifest.settings.budget_usd,
+        job_usd=jobs,
+        periods=PeriodBudgets(periods, timezone) if periods else None,
+    )
 
 
 @asynccontextmanager

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from relaybatch.cost_model import Budgets, whole_of_share
+from relaybatch.cost_model.periods import PeriodBudgets
 from relaybatch.costs.ledger import CostStore
 from relaybatch.costs.report import store_folders
 from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths, shard_of_folder
 
 RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
+PERIOD_BUDGETS = "period_budgets"  # the key of each execution's and calendar period's budgets
 
 
 def budget_settings(budgets: Budgets, shards: int = 1) -> dict[str, Any]:
@@ -29,21 +31,30 @@ def budget_settings(budgets: Budgets, shards: int = 1) -> dict[str, Any]:
     enforces (``budget_usd``, ``job_budgets``) and the run's whole budgets (``run_budgets``)."""
     share = Decimal(shards)
     jobs = dict(budgets.job_usd or {})
-    return {
+    periods = budgets.periods
+    whole: dict[str, Any] = {
+        "budget_usd": None if budgets.run_usd is None else str(budgets.run_usd),
+        "job_budgets": {job: str(usd) for job, usd in jobs.items()},
+    }
+    settings: dict[str, Any] = {
         "budget_usd": None if budgets.run_usd is None else str(budgets.run_usd / share),
         "job_budgets": {job: str(usd / share) for job, usd in jobs.items()},
-        RUN_BUDGETS: {
-            "budget_usd": None if budgets.run_usd is None else str(budgets.run_usd),
-            "job_budgets": {job: str(usd) for job, usd in jobs.items()},
-        },
+        RUN_BUDGETS: whole,
     }
+    if periods:  # each execution's and calendar period's budgets, a shard's share of them too
+        settings[PERIOD_BUDGETS] = periods.to_json(share)
+        whole[PERIOD_BUDGETS] = periods.to_json()
+    return settings
 
 
 def enforced_budgets(saved: Mapping[str, Any]) -> Budgets:
     """What a store's spend guard enforces: the whole run's budgets, or a shard's share of them."""
     run_usd = saved.get("budget_usd")
     jobs = {job: Decimal(usd) for job, usd in (saved.get("job_budgets") or {}).items()}
-    return Budgets(run_usd=None if run_usd is None else Decimal(run_usd), job_usd=jobs or None)
+    periods = PeriodBudgets.from_json(saved.get(PERIOD_BUDGETS))
+    return Budgets(
+        run_usd=None if run_usd is None else Decimal(run_usd), job_usd=jobs or None, periods=periods
+    )
 
 
 def whole_budgets(saved: Mapping[str, Any], shards: int) -> Budgets:
@@ -56,6 +67,7 @@ def whole_budgets(saved: Mapping[str, Any], shards: int) -> Budgets:
     return Budgets(
         run_usd=None if share.run_usd is None else whole_of_share(share.run_usd, shards),
         job_usd={job: whole_of_share(usd, shards) for job, usd in (share.job_usd or {}).items()} or None,
+        periods=share.periods.scaled(Decimal(shards)) if share.periods else None,
     )
 
 

@@ -129,13 +129,25 @@ def run_report(
     since: str | None,
     dashboards_dir: Path,
     guard: LedgerGuard,
+    by: Sequence[str] = (),
+    output: Path | None = None,
 ) -> list[Path]:
     """Print the spend tables and write the dashboards; returns the dashboard paths. Each store's
-    ledger is refreshed as ``guard`` lets it (not beside its execution: ``add_ledger``)."""
+    ledger is refreshed as ``guard`` lets it (not beside its execution: ``add_ledger``). ``by``:
+    one more table grouped by those columns; ``output``: that table (every grouping column when
+    ``by`` is empty) as CSV or Parquet."""
+    from relaybatch.costs.grouping import ALL, grouped_rows, write_grouped
+
     day = parse_since(since)
     spend = load_spend(runs_dir, names, day, guard)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
+    if by:
+        console.print(spend_table(spend, ", ".join(by), by))
+    if output is not None:
+        grouped: tuple[str, ...] = tuple(by) or ALL
+        table_file = write_grouped(grouped_rows(spend, grouped), grouped, output)
+        console.print(f"spend by {', '.join(grouped)}: {table_file}")
     uses = [] if day else run_budget_uses(spend, run_folders(runs_dir, names))
     if uses:
         console.print(budget_table(uses))
@@ -151,15 +163,32 @@ def run_report(
             "(see outcome and unknown_prices in ledger.parquet)"
         )
     written = []
-    for folder in run_folders(runs_dir, names):
-        own = load_dashboard(runs_dir, [folder.name], day)
-        written.append(write_dashboard(own, folder / DASHBOARD_NAME, f"relaybatch: {folder.name}"))
-    title = f"relaybatch: {', '.join(spend.runs)}" if spend.runs else "relaybatch"
+    if day is None:
+        # A run's own dashboard shows the whole run: a filtered report never replaces it.
+        for folder in run_folders(runs_dir, names):
+            own = load_dashboard(runs_dir, [folder.name], day)
+            written.append(write_dashboard(own, folder / DASHBOARD_NAME, f"relaybatch: {folder.name}"))
     combined = load_dashboard(runs_dir, names, day)
-    written.append(write_dashboard(combined, dashboards_dir / COMBINED_DASHBOARD_NAME, title))
+    name, title = combined_dashboard(spend.runs, names, day)
+    written.append(write_dashboard(combined, dashboards_dir / name, title))
     for path in written:
         console.print(f"dashboard: {path}")
     return written
+
+
+def combined_dashboard(runs: Sequence[str], names: Sequence[str], day: date | None) -> tuple[str, str]:
+    """The combined dashboard's file name and title. Every run, unfiltered: the report's own
+    ``relaybatch-report.html``. A subset of runs or a day filter: a file of its own whose name and
+    title say the filter, so a filtered report never replaces the whole one."""
+    shown = ", ".join(runs)
+    if not names and day is None:
+        return COMBINED_DASHBOARD_NAME, f"relaybatch: {shown}" if runs else "relaybatch"
+    parts = ([f"runs {shown or ', '.join(names)}"] if names else ["every run"]) + (
+        [f"since {day.isoformat()} (UTC)"] if day else []
+    )
+    slug = "-".join([*sorted(names), *([f"since-{day.isoformat()}"] if day else [])])
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", slug)[:120]
+    return f"relaybatch-report-{slug}.html", f"relaybatch: {'; '.join(parts)}"
 
 
 def store_label(run_dir: Path, folder: Path) -> str:

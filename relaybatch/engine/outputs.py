@@ -140,6 +140,7 @@ _ITEM_COLUMNS = [
     "cost_usd",
     "submitted_at",
     "finished_at",
+    "execution",
 ]
 
 

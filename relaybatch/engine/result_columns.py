@@ -232,6 +232,9 @@ RUN_COLUMNS = [
     Column("finished_at", TIMESTAMP_TYPE, lambda item, result: item.get("finished_at"), False),
     # "<run>:<item id>" of the run whose done answer this item took instead of sending (run/reuse.py).
     Column("reused_from", pa.string(), _result_key("reused_from")),
+    # The execution (its id in the run's store) that last changed the item: a night's new rows are
+    # the rows of that night's execution (docs/costs.md, "One night's rows").
+    Column("execution", pa.int64(), lambda item, result: item.get("execution"), False),
 ]
 
 _TEXT = {"model", "output_text", "tool_calls", "finish_reason", "input_tokens", "output_tokens", "usage"}

@@ -687,7 +687,7 @@ async def execute(
         raise
     pending_by_job = {job: counts.get(PENDING, 0) for job, counts in store.count_by_job_and_state().items()}
     stopped = execution.stop_reason_with(pending_by_job)
-    store.record_stop(stopped)
+    store.record_stop(stopped, sent=execution.sent)
     return RunSummary(
         sent=execution.sent,
         counts=store.count_by_state(),

@@ -53,6 +53,21 @@ class RunSettings(BaseModel):
     budget_usd: Decimal | None = Field(
         default=None, gt=0, le=MAX_BUDGET_USD, description="stop new billed work past this"
     )
+    budget_per_execution_usd: Decimal | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, description="at most this per execution (a CLI run, a night)"
+    )
+    budget_per_day_usd: Decimal | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, description="at most this per calendar day (budget_timezone)"
+    )
+    budget_per_week_usd: Decimal | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, description="at most this per calendar week, from Monday"
+    )
+    budget_per_month_usd: Decimal | None = Field(
+        default=None, gt=0, le=MAX_BUDGET_USD, description="at most this per calendar month"
+    )
+    budget_timezone: str = Field(
+        default="UTC", description="IANA time zone of the day, week and month budgets, e.g. Europe/Paris"
+    )
     concurrency: int = Field(default=16, ge=1, le=1024)
     rate_limit_rpm: int | None = Field(
         default=None, gt=0, description="a known requests-per-minute limit for this process's limiter"
@@ -70,7 +85,37 @@ class RunSettings(BaseModel):
         description="per model ID: its renders created and not finished, at most (a provider's cap)",
     )
 
-    _decimal = field_validator("budget_usd", mode="before")(_decimal_from_yaml)
+    _decimal = field_validator(
+        "budget_usd",
+        "budget_per_execution_usd",
+        "budget_per_day_usd",
+        "budget_per_week_usd",
+        "budget_per_month_usd",
+        mode="before",
+    )(_decimal_from_yaml)
+
+    @field_validator("budget_timezone")
+    @classmethod
+    def _a_time_zone(cls, name: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {name!r}: use an IANA name such as UTC or Europe/Paris"
+            ) from None
+        return name
+
+    def period_budgets(self) -> dict[str, Decimal]:
+        """Each period's budget that is set: execution, day, week, month."""
+        values = {
+            "execution": self.budget_per_execution_usd,
+            "day": self.budget_per_day_usd,
+            "week": self.budget_per_week_usd,
+            "month": self.budget_per_month_usd,
+        }
+        return {period: usd for period, usd in values.items() if usd is not None}
 
     @field_validator("name")
     @classmethod

@@ -9,6 +9,7 @@ and ``identity.py`` (what a plan read, which manifest a run is), ``reuse.py``, `
 A run's folder layout is ``relaybatch.run_folder``, below the engine."""
 
 from relaybatch.run.assemble import (
+    Entry,
     ExecuteResult,
     OpenRun,
     PlannedRun,
@@ -46,6 +47,7 @@ from relaybatch.run_folder import RunPaths
 from relaybatch.settings import run_paths, runs_dir_or_default
 
 __all__ = [
+    "Entry",
     "ExecuteResult",
     "Failure",
     "OpenRun",

@@ -78,6 +78,15 @@ class PlannedRun:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """What started an execution (``kind``: cli, flow, deployment, schedule, api) and its name
+    there (a flow run's name), as the run's ``executions`` table records them."""
+
+    kind: str = "api"
+    label: str | None = None
+
+
+@dataclass(frozen=True)
 class ExecuteResult:
     counts: dict[str, int]
     stopped: str | None
@@ -85,6 +94,7 @@ class ExecuteResult:
     sent: int = 0
     # The signal (SIGINT, SIGTERM) that stopped the execution; None when none did.
     interrupted: str | None = None
+    execution: int | None = None  # the execution's id in the run's store (None: none began)
 
 
 def stored_settings(
@@ -96,11 +106,17 @@ def stored_settings(
     (relaybatch.costs.run_budgets: shards run in separate processes, each with its own spend guard).
     """
     from relaybatch.cost_model import Budgets
+    from relaybatch.cost_model.periods import PeriodBudgets
     from relaybatch.costs import budget_settings
 
     overrides = overrides or RunOverrides()
     jobs = {job.name: job.budget_usd for job in manifest.jobs if job.budget_usd is not None}
-    budgets = Budgets(run_usd=overrides.budget_usd or manifest.settings.budget_usd, job_usd=jobs)
+    periods = manifest.settings.period_budgets()
+    budgets = Budgets(
+        run_usd=overrides.budget_usd or manifest.settings.budget_usd,
+        job_usd=jobs,
+        periods=PeriodBudgets(periods, manifest.settings.budget_timezone) if periods else None,
+    )
     return {
         **budget_settings(budgets, shard.count if shard else parts),
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
@@ -244,6 +260,7 @@ def plan_run(
                     decision = decision.whole(f"{moved} changed while it was read")
                     validation = _validated(manifest, decision, paths, seen_in, check, images)
                     counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
+            store.note_planned(counts.added)  # the next execution's "new"
         # Still under the plan's lock: nothing is sent between the plan and the reuse.
         reused = reuse_answers(paths, manifest.settings.reuse) if manifest.settings.reuse else None
     label = f"{name} shard {shard}" if shard else name
@@ -437,11 +454,14 @@ async def open_run(
     cancel_remote_on_stop: bool = False,
     client: GatewayClient | None = None,
     settings: Settings | None = None,
+    entry: Entry | None = None,
 ) -> AsyncIterator[OpenRun]:
     """Store, limiter, client and spend guard for an execution of the run at ``paths``.
 
     The API key is read here, inside the process that sends: it is never a parameter. With
     ``client`` given, that client is used (and not closed) instead of one built from settings.
+    The execution is recorded (its id on every item and ledger row it writes) once its prices are
+    known: a run refused before sending (an ambiguous price) records none.
     """
     from relaybatch.connect import open_client
     from relaybatch.costs import spend_guard_for_run
@@ -459,6 +479,8 @@ async def open_run(
                 spend_guard_for_run(store, client, budgets=budgets(saved), providers=saved.get("providers"))
             )
             stack.callback(store.release_cache)  # before the guard closes and writes the ledger
+            entry = entry or Entry()
+            guard.execution = store.record_start(entry.kind, entry.label)
             yield OpenRun(store, client, engine_settings(saved, cancel_remote_on_stop), bucket, guard)
 
 
@@ -469,5 +491,7 @@ def refused_before_sending(paths: RunPaths, error: UserError) -> ExecuteResult:
         return ExecuteResult(store.count_by_state(), str(error), None)
 
 
-def result_of(summary: RunSummary) -> ExecuteResult:
-    return ExecuteResult(summary.counts, summary.stopped, summary.spent_usd, summary.sent)
+def result_of(summary: RunSummary, execution: int | None = None) -> ExecuteResult:
+    return ExecuteResult(
+        summary.counts, summary.stopped, summary.spent_usd, summary.sent, execution=execution
+    )

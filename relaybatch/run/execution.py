@@ -27,6 +27,7 @@ from relaybatch.engine import (
 )
 from relaybatch.errors import UserError
 from relaybatch.run.assemble import (
+    Entry,
     ExecuteResult,
     PlannedRun,
     open_run,
@@ -67,6 +68,7 @@ class RunOutcome:
     # Seconds spent in each step (plan, execute, export).
     timings: dict[str, float] = field(default_factory=dict)
     sent: int = 0  # requests this execution sent (billed creates; polls not counted)
+    execution: int | None = None  # its id in the run's store (relaybatch status --execution ID)
 
 
 class _SendCount:
@@ -95,6 +97,7 @@ async def execute_run(
     progress: ProgressReporter | None = None,
     relay: InterruptRelay | None = None,
     settings: Settings | None = None,
+    entry: Entry | None = None,
 ) -> ExecuteResult:
     """Send every pending item, poll remote jobs, checkpoint each answer; counts per state.
 
@@ -102,7 +105,8 @@ async def execute_run(
     it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the engine
     the same way before the cancellation goes on. ``progress``: where progress goes (default: a
     live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another thread;
-    ``settings``: the entry point's (built here from ``base_url`` when not given).
+    ``settings``: the entry point's (built here from ``base_url`` when not given); ``entry``: what
+    started this execution (the run's ``executions`` table records it).
     """
     from relaybatch.settings import entry_settings
     from relaybatch.telemetry import open_telemetry
@@ -117,8 +121,10 @@ async def execute_run(
                 shared_limit=shared_limit,
                 cancel_remote_on_stop=cancel_remote_on_stop,
                 settings=settings,
+                entry=entry,
             ) as run:
                 _RUNNING[paths.checkpoint] = run.bucket
+                execution = run.store.execution
                 telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
                 try:
                     # A live table for a person at a terminal; a line every few seconds in logs and CI.
@@ -140,9 +146,11 @@ async def execute_run(
                                 # was in flight stays `sending` and is reported uncertain on resume.
                                 # Recorded, so `status` says so rather than "its process died".
                                 stopped = STOPPED_AT_ONCE.format(why=signalled.forced_by)
-                                run.store.record_stop(stopped)
+                                run.store.record_stop(stopped, sent=sends.count)
                                 counts = run.store.count_by_state()
-                                return ExecuteResult(counts, stopped, None, sends.count, signalled.signal)
+                                return ExecuteResult(
+                                    counts, stopped, None, sends.count, signalled.signal, execution
+                                )
                             # Cancelled from outside: stop submitting, let the requests in flight
                             # finish and be checkpointed (bounded), then let the cancellation go on.
                             stop.set()
@@ -171,8 +179,8 @@ async def execute_run(
                     file=sys.stderr,
                     flush=True,
                 )
-                return result_of(summary)
-            return dataclasses.replace(result_of(summary), interrupted=signalled.signal)
+                return result_of(summary, execution)
+            return dataclasses.replace(result_of(summary, execution), interrupted=signalled.signal)
         except UserError as error:
             return refused_before_sending(paths, error)
 
@@ -222,7 +230,9 @@ async def run_locally(
         # exports to the next run at once (stopping.interrupt_at_once).
         hold.enter_context(interrupt_at_once())
         planned_at = time.monotonic()
-        result = await execute_run(planned.paths, base_url, progress=progress, relay=relay, settings=settings)
+        result = await execute_run(
+            planned.paths, base_url, progress=progress, relay=relay, settings=settings, entry=Entry("cli")
+        )
         executed = time.monotonic()
         results = export_run_results(planned.paths)
     return RunOutcome(
@@ -234,6 +244,7 @@ async def run_locally(
         spent_usd=result.spent_usd,
         interrupted=result.interrupted,
         sent=result.sent,
+        execution=result.execution,
         timings={
             "plan": planned_at - started,
             "execute": executed - planned_at,

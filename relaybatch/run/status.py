@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import time
+from decimal import Decimal
 from pathlib import Path
 
 from rich.console import Group
@@ -72,9 +73,22 @@ def items_table(store: CheckpointStore, state: str, limit: int | None) -> Table 
     if not rows:
         return None
     table = folding_table("job", "item", "why", title=EXPLAINED[state])
+    edited = _edited(store, rows) if state == SUPERSEDED else set()
     for row in rows:
-        table.add_row(row["job"], row["item_id"], row["last_error"] or _WITHOUT_REASON.get(state, ""))
+        if (row["job"], row["item_id"]) in edited:
+            why = "request changed (the manifest still has this item, with a new request)"
+        else:
+            why = row["last_error"] or _WITHOUT_REASON.get(state, "")
+        table.add_row(row["job"], row["item_id"], why)
     return table
+
+
+def _edited(store: CheckpointStore, rows: list[dict[str, str]]) -> set[tuple[str, str]]:
+    """(job, item id) of superseded items whose id the manifest still produces: edited rows."""
+    by_job: dict[str, set[str]] = {}
+    for row in rows:
+        by_job.setdefault(row["job"], set()).add(row["item_id"])
+    return {(job, item) for job, items in by_job.items() for item in store.current_item_ids(job, items)}
 
 
 def last_execution_line(store: CheckpointStore) -> str:
@@ -172,10 +186,36 @@ def money_parts(run_dir: Path, items: tuple[int, int] | None = None) -> list[Tab
         holder is not None and not holder.momentary and not holder.merging
         for holder in (holder_of(folder) for folder in store_folders(run_dir))
     )
-    if not money.spend.calls and money.budgets.run_usd is None and not money.budgets.job_usd:
+    if (
+        not money.spend.calls
+        and money.budgets.run_usd is None
+        and not money.budgets.job_usd
+        and not money.budgets.periods
+    ):
         return [Text("money: nothing spent yet; no budget")]
     parts: list[Table | Text] = [money_table(money)] if money.spend.calls or money.budgets.job_usd else []
-    return [*parts, Text(f"money: {money_line(money, executing, items)}")]
+    return [*parts, Text(f"money: {money_line(money, executing, items)}"), *period_parts(run_dir, money)]
+
+
+def period_parts(run_dir: Path, money: RunMoney) -> list[Table | Text]:
+    """Each period budget (execution, day, week, month) beside its period's spend and what is left:
+    the run's own cost store's calls (a shard's store holds its share and counts its own)."""
+    from relaybatch.costs import CostStore
+    from relaybatch.costs.periods import period_uses
+    from relaybatch.run.executions import execution_figures
+    from relaybatch.run_folder import COST_STORE_NAME
+
+    if not money.budgets.periods:
+        return []
+    last = execution_figures(run_dir)
+    costs = CostStore.open_read_only(run_dir / COST_STORE_NAME)
+    try:
+        spent_since = costs.spent_since if costs is not None else (lambda since: Decimal(0))
+        lines = period_uses(money.budgets.periods, spent_since, last.total_usd if last else None)
+    finally:
+        if costs is not None:
+            costs.close()
+    return [Text(f"money: {line}") for line in lines]
 
 
 def _age(seconds: float) -> str:
@@ -297,10 +337,27 @@ def partitions_table(run_dir: Path) -> Table | None:
     return table
 
 
+def execution_parts(store: CheckpointStore, execution: int | None) -> list[Table | Text]:
+    """The last execution's figures (or execution ``execution``'s), beside the run's totals: what
+    it added, sent, finished and spent, and how it ended (relaybatch/run/executions.py)."""
+    from relaybatch.run.executions import execution_figures
+
+    figures = execution_figures(store.path.parent, execution)
+    if figures is None:
+        return []
+    which = "execution" if execution is not None else "last execution"
+    return [Text(f"{which}: {figures.line()}; {figures.ending}")]
+
+
 def status_view(
-    store: CheckpointStore, run_name: str, show_all: bool = False, older_than: float = OPEN_AFTER_SECONDS
+    store: CheckpointStore,
+    run_name: str,
+    show_all: bool = False,
+    older_than: float = OPEN_AFTER_SECONDS,
+    execution: int | None = None,
 ) -> Group:
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
+    parts.extend(execution_parts(store, execution))
     partitions = partitions_table(store.path.parent)
     if partitions is not None:
         parts.append(partitions)

@@ -96,7 +96,8 @@ def test_an_old_layout_is_read_as_it_is_never_migrated(tmp_path: Path) -> None:
     store = CostStore.open_read_only(path)
     assert store is not None
     try:
-        assert [typed(record) for record in store.records()] == [typed(row) for row in rows]
+        as_they_are = [{name: value for name, value in row.items() if name != "execution"} for row in rows]
+        assert [typed(record) for record in store.records()] == [typed(row) for row in as_they_are]
         spent, by_job = store.spent()  # layout 0 had no ``changes`` table: summed, nothing saved
         assert spent == sum((budget_amount(row) for row in rows), Decimal(0))
         assert by_job["videos"] == Decimal("0.40")

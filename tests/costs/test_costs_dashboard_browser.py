@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ CHARTS = (
     "tokens-over-time",
     "spend-by-model",
     "spend-by-job",
+    "spend-by-day-model",
+    "spend-by-day-job",
     "latency",
     "errors",
     "limiter",
@@ -148,18 +151,54 @@ def test_the_charts_hold_the_runs_figures(dashboard: Path) -> None:
     assert sum(limiter[1]["y"]) == 2
 
 
+def _day_model_usd() -> dict[tuple[str, str], Any]:
+    """What each model spent each UTC day in the sample charges, as the report counts it."""
+    from decimal import Decimal
+
+    from relaybatch.costs.ledger import budget_amount, flat_record
+
+    totals: dict[tuple[str, str], Decimal] = {}
+    for row in sample_rows():
+        key = (row.charged_at.date().isoformat(), row.model)
+        totals[key] = totals.get(key, Decimal(0)) + budget_amount(flat_record(row))
+    return totals
+
+
+def test_the_spend_per_day_by_model_chart_holds_each_days_figures(dashboard: Path) -> None:
+    chart = _figures(dashboard.read_text())["spend-by-day-model"]
+    drawn = {
+        (day, trace["name"]): (usd, text)
+        for trace in chart["data"]
+        for day, usd, text in zip(trace["x"], trace["y"], trace["text"], strict=True)
+        if usd
+    }
+    expected = _day_model_usd()
+    assert set(drawn) == {key for key, usd in expected.items() if usd}
+    for key, usd in expected.items():
+        if usd:
+            assert (
+                drawn[key][0] == pytest.approx(float(usd))
+                and drawn[key][1] == f"${usd.quantize(Decimal('0.000001')):,}"
+            )
+    assert chart["layout"]["barmode"] == "stack"
+
+
 def test_dashboard_charts_draw_in_headless_chromium(chromium: Path, dashboard: Path, tmp_path: Path) -> None:
     profile = tmp_path / "chromium-profile"
 
     dom, log = run_chromium(chromium, profile, "--dump-dom", dashboard.as_uri())
 
-    assert 'data-charts-drawn="10"' in dom, log[-3000:]
+    assert f'data-charts-drawn="{len(CHARTS)}"' in dom, log[-3000:]
     assert "data-errors=" not in dom
     assert "Uncaught" not in log and ":ERROR:CONSOLE" not in log, log[-3000:]
     for chart in CHARTS:
         attributes = _attributes(dom, chart)
         assert int(attributes.get("data-drawn-points", "0")) > 0, (chart, attributes)
     assert int(_attributes(dom, "spend-over-time")["data-drawn-points"]) >= 20
+    # Spend per day by model: a stacked bar per (day, model) that spent, one trace per model.
+    per_day_model = _attributes(dom, "spend-by-day-model")
+    assert int(per_day_model["data-traces"]) == len({model for _, model in _day_model_usd()})
+    assert int(per_day_model["data-drawn-points"]) >= len(_day_model_usd())
 
     screenshot = tmp_path / "dashboard.png"
     run_chromium(chromium, profile, f"--screenshot={screenshot}", dashboard.as_uri())
@@ -171,3 +210,22 @@ def test_dashboard_charts_draw_in_headless_chromium(chromium: Path, dashboard: P
     assert blue_pixels > 2000, "the charts' bars and line did not draw"
 
     assert _wait_until_gone(str(profile)) == [], "Chromium processes outlived the test"
+
+
+def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> None:
+    from relaybatch.cost_model import Budgets
+    from relaybatch.costs.dashboard import budget_use
+    from relaybatch.costs.dashboard_data import dashboard_of
+    from relaybatch.costs.ledger import flat_record
+
+    data = dashboard_of([flat_record(row) for row in sample_rows()], [])
+    data.budgets = {"demo": Budgets(run_usd=Decimal("0.60"), job_usd={"covers": Decimal("0.50")})}
+    data.stopped = [
+        "run budget of 0.60 USD reached: 0.544840 USD spent, 0 USD in flight, item covers/i9 may cost "
+        "up to 0.1 USD. Raise budget_usd and run the manifest again to resume."
+    ]
+
+    labels = budget_use(data).data[0].y  # type: ignore[union-attr]
+
+    assert labels[0] == "run budget: STOPPED, the next item needed up to $0.100000"
+    assert labels[1] == "job covers"  # its own budget stopped nothing

@@ -130,7 +130,7 @@ def test_error_labels_keep_status_and_type() -> None:
 
 def test_dashboard_of_an_empty_run_says_so() -> None:
     html = render_dashboard(DashboardData([]), "nothing")
-    assert html.count('data-empty="true"') == 10
+    assert html.count('data-empty="true"') == 12  # every chart, spend per day by model and by job too
     assert "$0.000000" in html
 
 

@@ -128,10 +128,12 @@ def layout0_store(folder: Path) -> Path:
 
 
 def old_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows as the old layout had them, and null for a column added since (each row's execution)."""
     connection = sqlite3.connect(path)
     connection.row_factory = sqlite3.Row
     try:
-        return [dict(row) for row in connection.execute("select * from charges order by charged_at, id")]
+        rows = connection.execute("select * from charges order by charged_at, id")
+        return [{**dict(row), "execution": None} for row in rows]
     finally:
         connection.close()
 
@@ -191,7 +193,8 @@ def test_a_new_charge_keeps_its_place_among_migrated_rows(tmp_path: Path) -> Non
 
 
 def layout1_store(folder: Path) -> Path:
-    """A store as layout 1 left it: charge rows without ``wasted``, the view without it."""
+    """A store as layout 1 left it: charge rows without ``wasted`` (layout 2) and ``execution``
+    (layout 3), reservations without ``execution``, the view without them."""
     path = folder / "costs.sqlite"
     store = CostStore(path)
     try:
@@ -201,10 +204,14 @@ def layout1_store(folder: Path) -> Path:
     connection = sqlite3.connect(path)
     view = connection.execute("select sql from sqlite_schema where name = 'charges'").fetchone()[0]
     old_view = (
-        view.replace(", wasted)", ")").replace(", c.wasted from charge_rows", " from charge_rows")
-    ).replace(", 0 from reservations", " from reservations")
+        view.replace(", wasted, execution)", ")")
+        .replace(", c.wasted, c.execution from charge_rows", " from charge_rows")
+        .replace(", 0, c.execution from reservations", " from reservations")
+    )
     connection.executescript(
-        f"drop view charges; alter table charge_rows drop column wasted; {old_view}; pragma user_version = 1;"
+        "drop view charges; alter table charge_rows drop column wasted; "
+        "alter table charge_rows drop column execution; alter table reservations drop column execution; "
+        f"{old_view}; pragma user_version = 1;"
     )
     connection.close()
     return path

@@ -44,6 +44,7 @@ TAIL = [
     ("cost_usd", pa.decimal128(38, 18)),
     ("finished_at", MOMENT),
     ("reused_from", TEXT),
+    ("execution", pa.int64()),  # the execution that last changed the item
 ]
 TEXT_ANSWER = [("model", TEXT), ("output_text", TEXT), ("tool_calls", TOOL_CALLS), ("finish_reason", TEXT)]
 

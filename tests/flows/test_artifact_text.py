@@ -55,3 +55,13 @@ def test_the_summary_has_timings_failures_with_reasons_and_paths_as_text(tmp_pat
     assert "| failed | 400 invalid_request_error: max_tokens \\| too large | 2 | `chat:q7` |" in text
     assert f"- `{results.resolve()}`" in text and "file://" not in text
     assert "- stopped early: budget reached" in text
+
+
+def test_the_summary_writes_zero_as_a_number_not_an_exponent() -> None:
+    # Decimal("0.00000000") prints as 0E-8: a person reads that as an error, not as nothing.
+    lines = [SpendLine("notes", "relay-chat-small", Decimal("0.00001095"), Decimal("0E-8"))]
+
+    text = summary_markdown("nightly", {"done": 1}, lines, [], [])
+
+    assert "E-" not in text
+    assert "| notes | relay-chat-small | 0.00001095 | 0.00000000 | 0.00001095 |" in text

@@ -42,6 +42,26 @@ async def test_deployment_objects_carry_schedules_and_absolute_paths() -> None:
         ("deployments:\n  - {name: a, flow: run-manifest, colour: red}\n", "colour"),
         ("deployments:\n  - {name: a, flow: cost-report}\n  - {name: a, flow: cost-report}\n", "twice: a"),
         ("deployments: [", "not valid YAML"),
+        (
+            "deployments:\n  - name: a\n    flow: run-manifest\n    interval: -5\n",
+            ":4: deployments.0.interval",
+        ),
+        (
+            "deployments:\n  - name: a\n    flow: run-manifest\n    rrule: 'FREQ=SOMETIMES'\n",
+            ":2: deployments.0",
+        ),
+        (
+            "deployments:\n  - name: a\n    flow: run-manifest\n    cron: '0 2 * * *'\n    interval: 60\n",
+            "one schedule",
+        ),
+        (
+            "deployments:\n  - name: a\n    flow: run-manifest\n    every: 60\n",
+            ":4: deployments.0.every: not a",
+        ),
+        (
+            "deployments:\n  - name: a\n    flow: run-manifest\n    catch_up: all\n",
+            ":4: deployments.0.catch_up",
+        ),
     ],
 )
 def test_a_bad_deployments_file_is_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
@@ -76,3 +96,23 @@ def test_deploy_registers_every_deployment_with_its_schedule_on_the_pool() -> No
     assert [s.schedule.cron for s in nightly.schedules] == ["0 2 * * *"]  # type: ignore[union-attr]
     assert [s.schedule.cron for s in report.schedules] == ["0 7 * * 1"]  # type: ignore[union-attr]
     assert nightly.job_variables == {"working_dir": str(Path.cwd().resolve())}
+
+
+async def test_interval_and_rrule_schedules_and_the_catch_up_policy(tmp_path: Path) -> None:
+    path = tmp_path / "deployments.yaml"
+    path.write_text(
+        "deployments:\n"
+        "  - {name: every-minute, flow: run-manifest, interval: 60, parameters: {manifest: a.csv}}\n"
+        "  - name: nightly\n"
+        "    flow: run-manifest\n"
+        "    rrule: 'FREQ=DAILY;BYHOUR=2;BYMINUTE=0'\n"
+        "    timezone: Europe/Paris\n"
+        "    catch_up: latest\n"
+        "    parameters: {manifest: a.csv}\n"
+    )
+    minute, nightly = await runner_deployments(load_deployments(path), base=tmp_path)
+    assert minute.schedules[0].schedule.interval.total_seconds() == 60  # type: ignore[union-attr]
+    assert minute.parameters["catch_up"] == "once"  # the default: one late run for all missed
+    assert nightly.schedules[0].schedule.rrule.endswith("FREQ=DAILY;BYHOUR=2;BYMINUTE=0")  # type: ignore[union-attr]
+    assert nightly.schedules[0].schedule.timezone == "Europe/Paris"  # type: ignore[union-attr]
+    assert nightly.parameters["catch_up"] == "latest"

@@ -97,7 +97,9 @@ def test_an_edited_manifest_sends_only_the_edited_rows_and_keeps_one_row_per_inp
     assert sorted(table.column("item_id").to_pylist()) == [f"p{n}" for n in range(6)]  # one row each
     code, status = run("status", "labels", "--runs-dir", runs)
     assert code == 0
-    assert "superseded" in status and "no longer in the manifest" in status
+    # an edited row is still in the manifest, with a new request: said so, not "no longer in it"
+    assert "superseded" in status and "request changed" in status
+    assert "no longer in the manifest" not in status
     assert status.count("labels") >= 3  # the counts row and one row per superseded item
 
     lines[2] = "p1,relay-chat-small,Summarise paragraph 1.,16"  # the edit undone: its answer is back

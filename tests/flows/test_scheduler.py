@@ -165,7 +165,10 @@ def test_cron_deployment_gets_scheduled_runs_and_one_completes_through_serve(
     assert "never awaited" not in served and "Traceback" not in served, served
     name = first["name"]
     assert f"flow run {name}: started" in served
-    assert f"flow run {name}: completed (run-manifest); items: done 2; spent" in served
+    assert (
+        f"flow run {name}: completed (run-manifest); execution 1 (schedule {name}): new 2, sent 2" in served
+    )
+    assert "; run: items: done 2; spent" in served
     results = list((tmp_path / "runs" / "tiny" / "results").glob("*.parquet"))
     assert results, "the scheduled run wrote no results"
 

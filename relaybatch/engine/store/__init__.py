@@ -7,7 +7,8 @@ the changes that happen in the same moment, and waits for the commit before acti
 
 Tables: ``runs`` (one row per run: its settings and why it last stopped), ``items`` (state,
 attempts, remote id, last error, submitted and finished times, not-before time, result, cost
-columns that the costs package fills), ``price_snapshots`` (the prices a run used) and ``events``
+columns that the costs package fills, the execution that last changed it), ``executions`` (each
+execution of the run: executions.py), ``price_snapshots`` (the prices a run used) and ``events``
 (append-only log of every transition: the item's rowid, the state, a detail, and the time as
 integer milliseconds since the epoch, shown as ISO text by the readers). The plan's fingerprint
 (relaybatch/run/fingerprint.py says what it means): ``runs.plan_summary``, ``plan_inputs`` (every
@@ -34,6 +35,7 @@ never from its modules, which are internal:
 - ``records.py``: ``Change``, ``PlanCounts``, ``PlanRecord``;
 - ``base.py``: the connection, and the SQL that reads every layout alike;
 - ``runs.py``: the run's row and price snapshots;
+- ``executions.py``: the run's executions (each CLI run, flow run, scheduled night) and their ids;
 - ``writes.py``: the checked write path (``apply``, ``transition``);
 - ``planning.py``: ``add_items``, ``plan_items`` and the plan's fingerprint;
 - ``absorbing.py``: ``absorb``, folding a shard's store;

@@ -47,6 +47,8 @@ class StoreBase:
             item_columns = self.db.table("items").columns_dict
             self._compact_items = "source_file" in item_columns
             self._job_ids = item_columns.get("job") is int
+            self._executions = "executions" in self.db.table_names()
+            self.execution: int | None = None
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -66,6 +68,10 @@ class StoreBase:
         self._events_by_rowid = True
         self._compact_items = True
         self._job_ids = True
+        self._executions = True
+        # The execution this object began (executions.py, ``record_start``) and has not ended:
+        # every item it changes is stamped with it (writes.py).
+        self.execution = None
 
     def _read_old_layout_as_it_is(self) -> None:
         """A reader of an older layout keeps one read transaction until it closes: the store as it
@@ -122,8 +128,10 @@ class StoreBase:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _update_run(self, values: dict[str, Any], in_transaction: bool = False) -> None:
-        assignments = ", ".join(f"{name} = ?" for name in values)
+    def _update_run(self, values: dict[str, Any], in_transaction: bool = False, add: bool = False) -> None:
+        """Set the run row's ``values`` (``add``: add them to what is there, null counting as 0)."""
+        template = "{0} = coalesce({0}, 0) + ?" if add else "{0} = ?"
+        assignments = ", ".join(template.format(name) for name in values)
         with contextlib.nullcontext() if in_transaction else transaction(self.db.conn):
             if self.db.execute("select count(*) from runs").fetchone()[0] == 0:
                 self.db.execute(
@@ -135,12 +143,15 @@ class StoreBase:
     def _selected(self, columns: Sequence[str] | None) -> str:
         """SQL select list of an item's ``columns`` (all when None) as readers see them: from
         layout 2, ``source`` is rebuilt as "path:line" from the file's id and the line; from layout
-        3, ``job`` is the job's name."""
-        if not self._compact_items and not self._job_ids:
+        3, ``job`` is the job's name; a store from before executions (read as it is) has no
+        ``execution``: null."""
+        if not self._compact_items and not self._job_ids and self._executions:
             return ", ".join(columns or ["*"])
         return ", ".join(self._column_sql(name) for name in columns or ITEM_COLUMNS)
 
     def _column_sql(self, name: str) -> str:
+        if name == "execution" and not self._executions:
+            return "null as execution"
         if name == "source" and self._compact_items:
             return f"{SOURCE_SQL.format('items')} as source"
         if name == "job" and self._job_ids:

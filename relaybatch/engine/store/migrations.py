@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from relaybatch.engine.store.schema import (
+    EXECUTIONS_DDL,
     ISO_MS_SQL,
     ITEM_COLUMNS,
     ITEM_INDEXES,
@@ -192,7 +193,12 @@ def create_current_tables(db: sqlite_utils.Database, fresh: bool) -> None:
     for column in RUN_COLUMNS_ADDED:
         if column not in present:
             db.table("runs").add_column(column, str)
+    if "planned_new" not in present:
+        db.table("runs").add_column("planned_new", int)
     db.execute(ITEMS_DDL.format(name="items"))
+    if "execution" not in db.table("items").columns_dict:  # added later, as the runs columns
+        db.execute("alter table items add column execution integer")
+    db.execute(EXECUTIONS_DDL)
     db.execute(SOURCE_FILES_DDL)
     db.execute(JOBS_DDL)
     for statement in ITEM_INDEXES:

@@ -180,6 +180,15 @@ class Reads(StoreBase):
         for kind, carry_text, request_text in self.db.execute(sql, [job, SUPERSEDED]):
             yield kind, json.loads(carry_text or "{}"), json.loads(request_text) if request_text else None
 
+    def current_item_ids(self, job: str, item_ids: Collection[str]) -> set[str]:
+        """Which of ``item_ids`` the current manifest still produces in ``job`` (with another
+        request: an edited row's old item is superseded, its new one is not)."""
+        sql = (
+            f"select item_id from items where {self._job_is()} and state != ? "
+            "and item_id in (select value from json_each(?))"
+        )
+        return {row[0] for row in self.db.execute(sql, [job, SUPERSEDED, json.dumps(sorted(item_ids))])}
+
     def count_by_state(self) -> dict[str, int]:
         sql = "select state, count(*) from items group by state"
         return {state: count for state, count in self.db.execute(sql).fetchall()}

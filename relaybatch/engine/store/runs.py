@@ -39,16 +39,6 @@ class RunRecord(StoreBase):
         ).fetchone()
         return (str(row[0]), str(row[1])) if row and row[0] else None
 
-    def record_start(self) -> None:
-        """An execution begins: until ``record_stop``, a reader sees it running (or dead)."""
-        self._update_run(
-            {"execution_started_at": now_text(), "execution_ended_at": None, "stop_reason": None}
-        )
-
-    def record_stop(self, reason: str | None) -> None:
-        """Remember how the last execution ended: why it stopped early, or None (it finished)."""
-        self._update_run({"stop_reason": reason, "execution_ended_at": now_text()})
-
     def last_execution(self) -> dict[str, str | None]:
         """started_at, ended_at and stop_reason of the last execution (all None before any)."""
         row = self.db.execute(

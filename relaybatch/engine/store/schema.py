@@ -15,6 +15,17 @@ RUN_COLUMNS_ADDED = (
     "execution_ended_at",
     "plan_summary",
 )
+# Executions of the run (DESIGN.md invariant 10): one row each, from ``record_start`` to
+# ``record_stop`` (an end of null: still running, or its process died). ``entry`` says what started
+# it (cli, flow, deployment, schedule, api), ``label`` names it there (a flow run's name), ``added``
+# is what the plans before it added, ``sent`` the requests it sent; times are integer milliseconds.
+# Items carry the id of the execution that last changed them (``items.execution``), ledger rows the
+# id of the execution that sent the call.
+EXECUTIONS_DDL = (
+    "create table if not exists executions (id integer primary key, started_at integer not null, "
+    "ended_at integer, entry text, label text, added integer, sent integer, stop_reason text)"
+)
+EXECUTION_FIELDS = ("id", "started_at", "ended_at", "entry", "label", "added", "sent", "stop_reason")
 # plan_rows.kind: what a digest is of.
 PLANNED_KEY, PLANNED_ID = 0, 1
 # The event of an item the manifest names anew (same key, another id or carried values): no state.
@@ -50,7 +61,7 @@ ITEMS_DDL = (
     "source_file integer, source_line integer, state text not null, attempts integer default 0, "
     "remote_id text, last_error text, result text, not_before real, submitted_at integer, "
     "finished_at integer, latency_ms real, limiter_wait_ms real, cost_usd text, cost_detail text, "
-    "retryable integer)"
+    "retryable integer, execution integer)"
 )
 ITEM_INDEXES = (
     'create index if not exists "idx_items_state" on items (state)',

@@ -107,12 +107,14 @@ class CheckedWrites(StoreBase):
             columns = tuple(sorted(change.fields))
             values = [column_value(name, change.fields[name]) for name in columns]
             by_columns.setdefault(columns, []).append([change.key, change.state, *values])
+        # The execution that made the change (an int this object holds, never user text).
+        stamped = "" if self.execution is None else f", execution = {int(self.execution)}"
         for columns, rows in by_columns.items():
             array = json_array(rows)
             # A re-ask (states.is_reask): sending -> sending with more attempts than the row has.
             attempts = columns.index("attempts") if "attempts" in columns else None
             if array is None:
-                assignments = "".join(f", {name} = ?" for name in columns)
+                assignments = "".join(f", {name} = ?" for name in columns) + stamped
                 reask = (
                     ""
                     if attempts is None
@@ -127,8 +129,9 @@ class CheckedWrites(StoreBase):
                     ],
                 )
             else:
-                assignments = "".join(
-                    f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)
+                assignments = (
+                    "".join(f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2))
+                    + stamped
                 )
                 reask = (
                     ""
