@@ -469,6 +469,35 @@ def _answers_table(data: DashboardData) -> str:
     )
 
 
+def _stuck_table(data: DashboardData) -> str:
+    """Renders past their render deadline: named, with age and last status (engine/poll_plan.py)."""
+    if not data.stuck:
+        return ""
+    header = "".join(f"<th>{name}</th>" for name in ("run", "job", "item", "age", "last status", "why"))
+    rows = "".join(
+        f'<tr data-stuck="{escape(stuck.run)}:{escape(stuck.item)}">'
+        + "".join(
+            f"<td>{escape(cell)}</td>"
+            for cell in (
+                stuck.run,
+                stuck.job,
+                stuck.item,
+                f"{stuck.age_seconds / 60:.0f} min",
+                stuck.last_status,
+                stuck.reason,
+            )
+        )
+        + "</tr>"
+        for stuck in data.stuck
+    )
+    return (
+        '<section class="stuck"><h2>Stuck renders</h2><table data-stuck-renders>'
+        f"<thead><tr>{header}</tr></thead><tbody>{rows}</tbody></table>"
+        "<small>past their render deadline: a resume polls them again; `relaybatch cancel RUN "
+        "--all-open` cancels them</small></section>"
+    )
+
+
 def _section(name: str, title: str, figure: go.Figure | None) -> str:
     body = (
         f'<div class="empty" data-chart="{name}" data-empty="true">No data yet</div>'
@@ -500,7 +529,8 @@ def render_dashboard(data: DashboardData, title: str) -> str:
             f"<h1>{escape(title)}</h1>",
             f'<div class="meta">Runs: {escape(", ".join(data.runs) or "none")} · generated {generated} · '
             "amounts rounded for display; the ledger keeps full precision</div>",
-            f'<div class="cards">{cards}</div>{_budget_table(data)}{_answers_table(data)}<div class="grid">',
+            f'<div class="cards">{cards}</div>{_budget_table(data)}{_stuck_table(data)}',
+            f'{_answers_table(data)}<div class="grid">',
             *(_section(name, chart_title, figure) for name, chart_title, figure in drawn),
             "</div>",
             f"<script>window.RELAYBATCH_CHARTS = {_script_json(figures)};{DRAW_SCRIPT}</script>",

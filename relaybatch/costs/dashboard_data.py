@@ -24,7 +24,7 @@ from relaybatch.cost_model import Budgets
 from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
 from relaybatch.costs.report import error_label, run_folders, store_folders
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
-from relaybatch.engine.states import LIMITER_EVENT
+from relaybatch.engine.states import LIMITER_EVENT, POLLING, SUBMITTED
 from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RESULTS_NAME
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
@@ -119,6 +119,35 @@ class LatencyHistogram:
         return 0.0
 
 
+@dataclass(frozen=True)
+class StuckRender:
+    run: str
+    job: str
+    item: str
+    age_seconds: float
+    last_status: str
+    reason: str
+
+
+STUCK_SHOWN = 50
+
+
+def stuck_renders(store: Any, run: str) -> list[StuckRender]:
+    """A store's open remote items whose reason says they are stuck (the poller writes it)."""
+    now_ms = datetime.now(UTC).timestamp() * 1000.0
+    columns = ["job", "item_id", "submitted_at", "result", "last_error"]
+    found = []
+    for row in store.iter_items(states=[SUBMITTED, POLLING], columns=columns):
+        reason = row["last_error"] or ""
+        if not reason.startswith("stuck:"):
+            continue
+        remote = (row["result"] or {}).get("remote")
+        status = str(remote.get("status") or "-") if isinstance(remote, dict) else "-"
+        age = (now_ms - row["submitted_at"]) / 1000.0 if row["submitted_at"] else 0.0
+        found.append(StuckRender(run, row["job"], row["item_id"], age, status, reason))
+    return found
+
+
 @dataclass
 class DashboardData:
     """Everything the dashboard shows for one or more runs."""
@@ -147,6 +176,8 @@ class DashboardData:
     last_at: datetime | None = None  # the latest charge or event: where the timelines end
     # The label summary of each run's exported results (relaybatch.structured.summary), per run.
     answers: list[tuple[str, AnswerSummary]] = field(default_factory=list)
+    # Renders past their render deadline (engine/poll_plan.py), at most STUCK_SHOWN of them.
+    stuck: list[StuckRender] = field(default_factory=list)
 
     @property
     def total_usd(self) -> Decimal:
@@ -239,7 +270,7 @@ class DashboardData:
             self.errors.add(at, {label: 1})
 
 
-def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None) -> None:
+def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None, run: str = "") -> None:
     if not checkpoint.exists():
         return
     from relaybatch.engine.store import CheckpointStore
@@ -251,6 +282,8 @@ def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None) -
             if str(event.get("at") or "")[:10] >= cutoff:
                 data.add_event(event)
         data.states.update(store.count_by_state())
+        if len(data.stuck) < STUCK_SHOWN:
+            data.stuck.extend(stuck_renders(store, run)[: STUCK_SHOWN - len(data.stuck)])
         stopped = store.stop_reason()
         if stopped:
             data.stopped.append(stopped)
@@ -288,5 +321,5 @@ def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = No
             data.answers += [(folder.name, summary) for summary in summarize_results(results, UNSURE_BELOW)]
         for stores in store_folders(folder):
             _add_costs(data, stores / COST_STORE_NAME, since)
-            _add_checkpoint(data, stores / CHECKPOINT_NAME, since)
+            _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name)
     return data

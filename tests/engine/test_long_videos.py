@@ -21,6 +21,8 @@ from starlette.applications import Starlette
 from typer.testing import CliRunner
 
 from relaybatch.cli import app as cli_app
+from relaybatch.costs.dashboard import render_dashboard
+from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.clock import Clock
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, RunSummary, execute
@@ -255,6 +257,12 @@ async def test_status_lists_open_remote_work_with_age_last_status_and_last_poll(
         cli_app, ["status", "stuck-run", "--runs-dir", str(tmp_path)], terminal_width=250
     )
     assert "remote work open" not in quiet.output  # younger than the default 5 minutes
+
+    # The dashboard names it too.
+    data = load_dashboard(tmp_path, ["stuck-run"])
+    [stuck] = data.stuck
+    assert (stuck.job, stuck.item, stuck.last_status) == ("job", "video-2", "in_progress")
+    assert 'data-stuck="stuck-run:video-2"' in render_dashboard(data, "runs")
 
 
 def test_cancel_command_stops_running_renders_and_records_them(tmp_path: Path) -> None:
