@@ -43,6 +43,7 @@ def test_each_answer_column_is_counted_or_averaged(tmp_path: Path) -> None:
     confidence = summaries["answer_confidence"]
     assert round(confidence.mean or 0, 3) == round((0.9 + 0.3 + 0.8) / 3, 3)
     assert confidence.share_below == 1 / 3
+    assert confidence.distribution() == []  # a number is averaged, not counted
 
 
 def test_the_command_prints_the_summary(tmp_path: Path) -> None:

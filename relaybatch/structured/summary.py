@@ -53,7 +53,7 @@ class AnswerSummary:
 
     def distribution(self) -> list[tuple[str, int, float]]:
         """(answer, count, share of the answered) for the most frequent, then "other"."""
-        if not self.answered:
+        if self.numeric or not self.answered:
             return []
         top = self.counts.most_common(MAX_VALUES)
         rest = self.answered - sum(count for _, count in top)
