@@ -215,10 +215,12 @@ def test_dashboard_charts_draw_in_headless_chromium(chromium: Path, dashboard: P
 def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> None:
     from relaybatch.cost_model import Budgets
     from relaybatch.costs.dashboard import budget_use
-    from relaybatch.costs.dashboard_data import dashboard_of
+    from relaybatch.costs.dashboard_data import DashboardData
     from relaybatch.costs.ledger import flat_record
 
-    data = dashboard_of([flat_record(row) for row in sample_rows()], [])
+    data = DashboardData(["demo"])
+    for row in sample_rows():
+        data.add_charge(flat_record(row))
     data.budgets = {"demo": Budgets(run_usd=Decimal("0.60"), job_usd={"covers": Decimal("0.50")})}
     data.stopped = [
         "run budget of 0.60 USD reached: 0.544840 USD spent, 0 USD in flight, item covers/i9 may cost "
@@ -229,3 +231,4 @@ def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> N
 
     assert labels[0] == "run budget: STOPPED, the next item needed up to $0.100000"
     assert labels[1] == "job covers"  # its own budget stopped nothing
+

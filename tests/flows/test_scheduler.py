@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
             # for due runs every 2 s: the test waits for them, not for default intervals.
             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
             "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+            # Enough scheduled runs ahead of an hourly interval for three nights and three missed ones.
+            "PREFECT_SERVER_SERVICES_SCHEDULER_MIN_RUNS": "8",
         }
     )
     log = home / "server.log"
@@ -330,3 +332,139 @@ def test_a_sigkill_of_serve_stops_its_flow_run_cleanly_within_seconds(
         )
     counts = _counts(checkpoint)
     assert counts.get("sending", 0) == 0 and counts.get("uncertain", 0) == 0, (counts, _ending(checkpoint))
+
+
+NIGHTLY = """run:
+  budget_per_execution_usd: "0.00004"
+  concurrency: 1
+jobs:
+  - name: notes
+    kind: chat
+    model: relay-chat-small
+    data: rows.csv
+    prompt: '{prompt}'
+    request: {max_tokens: 16}
+"""
+
+
+def _quiet_other_deployments(http: httpx.Client) -> None:
+    """Earlier tests' deployments keep their schedules (serve leaves them active): pause them and
+    drop their scheduled runs, or the scheduler's and the late-runs service's writes every second
+    lock the server's SQLite under load and this test's runs wait behind them."""
+    for deployment in http.post("/deployments/filter", json={}).json():
+        http.patch(f"/deployments/{deployment['id']}", json={"paused": True})
+    body = {"flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}
+    for flow_run in http.post("/flow_runs/filter", json=body).json():
+        http.delete(f"/flow_runs/{flow_run['id']}")
+
+
+def _grow(csv: Path, rows: int) -> None:
+    lines = ["id,prompt"] + [f"p{n},Summarise paragraph {n}." for n in range(rows)]
+    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _make_due(http: httpx.Client, flow_run: dict[str, Any], when: datetime) -> None:
+    due = {"type": "SCHEDULED", "state_details": {"scheduled_time": when.isoformat()}}
+    answer = http.post(f"/flow_runs/{flow_run['id']}/set_state", json={"state": due, "force": True})
+    assert answer.status_code in (200, 201), answer.text
+
+
+def test_an_interval_deployment_over_a_growing_csv_counts_each_night_and_late_runs_end_skipped(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    """Three nights of an interval deployment while its CSV grows: each execution's own figures in
+    serve's lines, the summary artifact, the results and the ledger; the per-night cap stops the
+    second night and not the third. Then serve is restarted after three missed nights: no flow run
+    fails, one executes, the others end Skipped, and nothing prints a traceback."""
+    import pyarrow.parquet as pq
+
+    from relaybatch.engine import CheckpointStore
+
+    http = prefect_server.http
+    _quiet_other_deployments(http)
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY, encoding="utf-8")
+    csv = tmp_path / "rows.csv"
+    config = tmp_path / "deployments.yaml"
+    config.write_text(
+        "deployments:\n"
+        "  - name: nightly\n"
+        "    flow: run-manifest\n"
+        "    interval: 3600\n"
+        "    parameters:\n"
+        f"      manifest: {tmp_path / 'nightly.yaml'}\n"
+        f"      runs_dir: {tmp_path / 'runs'}\n",
+        encoding="utf-8",
+    )
+    env = prefect_server.env
+    serve_log, again_log = tmp_path / "serve.log", tmp_path / "serve-again.log"
+    again_log.touch()  # named in every wait's failure message
+    logs = [prefect_server.log, serve_log, again_log]
+    serve = [str(BIN / "relaybatch"), "serve", "--config", str(config)]
+
+    def scheduled() -> list[dict[str, Any]]:
+        body = {"flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}, "sort": "EXPECTED_START_TIME_ASC"}
+        found = http.post("/flow_runs/filter", json=body).json()
+        return [run for run in found if run.get("auto_scheduled")]
+
+    def ended(flow_run: dict[str, Any]) -> dict[str, Any] | None:
+        state = http.get(f"/flow_runs/{flow_run['id']}").json()
+        return state if state["state_type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
+
+    nights = []
+    with _started(serve, env, serve_log, tmp_path) as serving:
+        for rows in (2, 5, 6):  # 2 new; 3 new (the cap lets 2 go); 1 new and the 1 left
+            _grow(csv, rows)
+            night = _wait_for("a scheduled run", scheduled, START_SECONDS, logs)[0]
+            _make_due(http, night, datetime.now(UTC))
+            state = _wait_for("the night finished", lambda night=night: ended(night), START_SECONDS, logs)
+            assert state["state_type"] == "COMPLETED", state
+            nights.append(night["name"])
+        os.killpg(serving.pid, signal.SIGINT)
+        assert serving.wait(timeout=60) == 0
+
+    served = serve_log.read_text()
+    first, second, third = nights
+    assert f"execution 1 (schedule {first}): new 2, sent 2, done 2, failed 0, spent 0.0000219" in served
+    assert f"execution 2 (schedule {second}): new 3, sent 2, done 2, failed 0, spent 0.0000219" in served
+    assert f"execution 3 (schedule {third}): new 1, sent 2, done 2, failed 0, spent 0.0000219" in served
+    artifacts = http.post(
+        "/artifacts/filter", json={"artifacts": {"key": {"any_": ["relaybatch-nightly-summary"]}}}
+    )
+    summaries = [artifact["data"] for artifact in artifacts.json()]
+    assert any(f"this execution 2 (schedule {second}): new 3, sent 2" in text for text in summaries)
+    assert any("stopped early: execution budget of 0.00004 USD reached" in text for text in summaries)
+    folder = tmp_path / "runs" / "nightly"
+    with CheckpointStore.open_read_only(folder / "checkpoint.sqlite") as store:
+        stops = [(row["id"], row["stop_reason"] is not None) for row in reversed(store.executions())]
+    assert stops == [(1, False), (2, True), (3, False)]  # the cap stopped night 2, not night 3
+    results = pq.read_table(folder / "results" / "notes.parquet").to_pylist()
+    assert sorted((row["item_id"], row["execution"]) for row in results) == [
+        ("p0", 1),
+        ("p1", 1),
+        ("p2", 2),
+        ("p3", 2),
+        ("p4", 3),
+        ("p5", 3),
+    ]
+    ledger = pq.read_table(folder / "ledger.parquet").to_pylist()
+    assert sorted(row["execution"] for row in ledger) == [1, 1, 2, 2, 3, 3]
+
+    # Three nights missed while serve was down: all due at once when it comes back.
+    late = _wait_for(
+        "three scheduled runs", lambda: scheduled()[:3] if len(scheduled()) >= 3 else None, 60, logs
+    )
+    for hours, flow_run in zip((3, 2, 1), late, strict=True):
+        _make_due(http, flow_run, datetime.now(UTC) - timedelta(hours=hours))
+    with _started(serve, env, again_log, tmp_path) as serving:
+        states = [
+            _wait_for("a late run finished", lambda run=run: ended(run), START_SECONDS, logs) for run in late
+        ]
+        os.killpg(serving.pid, signal.SIGINT)
+        serving.wait(timeout=60)
+    assert [state["state_type"] for state in states] == ["COMPLETED"] * 3, states
+    assert sorted(state["state_name"] for state in states) == ["Completed", "Skipped", "Skipped"], states
+    again = again_log.read_text()
+    assert "Traceback" not in again and "state Failed" not in again, again[-3000:]
+    assert again.count(": skipped: ") == 2, again[-3000:]
+    with CheckpointStore.open_read_only(folder / "checkpoint.sqlite") as store:
+        assert len(store.executions()) == 4  # one execution caught up the three missed nights
