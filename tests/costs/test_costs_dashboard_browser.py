@@ -231,4 +231,3 @@ def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> N
 
     assert labels[0] == "run budget: STOPPED, the next item needed up to $0.100000"
     assert labels[1] == "job covers"  # its own budget stopped nothing
-
