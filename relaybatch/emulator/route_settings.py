@@ -57,6 +57,9 @@ class VideoSettings(BaseModel):
     # Legacy V1 tasks: pending, then processing.
     v1_pending_seconds: float = Field(default=3.0, ge=0)
     v1_processing_seconds: float = Field(default=15.0, ge=0)
+    # Legacy V1 file links expire this long after the poll that gave them (0 = never), as a
+    # provider's presigned links do; a later poll gives a fresh one.
+    v1_link_seconds: float = Field(default=0.0, ge=0)
 
 
 class JudgmentSettings(BaseModel):

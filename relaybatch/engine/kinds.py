@@ -25,7 +25,7 @@ from relaybatch.engine.normalize import (
     responses_result,
     web_search_result,
 )
-from relaybatch.gateway import GatewayClient, NotFound
+from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, NotFound
 
 
 class KindNotAvailable(Exception):
@@ -286,14 +286,41 @@ async def _task_files(
     return paths, links
 
 
+# A file link answered with one of these has expired (or its signature no longer holds).
+_LINK_REFUSED = frozenset({401, 403, 404, 410})
+
+
+class LinkRefused(GatewayError):
+    """A finished task's file links were refused, even fresh ones: the poll counts as failed (the
+    poller asks again with back-off), never as "the gateway no longer knows the task"."""
+
+
+def _task_data(task: dict[str, Any]) -> dict[str, Any]:
+    return task["data"] if isinstance(task.get("data"), dict) else {}
+
+
 async def poll_task(client: GatewayClient, task_id: str, media: MediaFiles) -> PollAnswer:
     task = as_dict(await _method(client, "task_get")(task_id))
     status = str(task.get("status", ""))
     if status not in _TASK_TERMINAL:
         return PollAnswer("running", {"remote": task})
     if status == "completed":
-        data: dict[str, Any] = task["data"] if isinstance(task.get("data"), dict) else {}
-        paths, urls = await _task_files(client, task, data, media)
+        try:
+            paths, urls = await _task_files(client, task, _task_data(task), media)
+        except APIStatusError as refused:
+            if refused.status not in _LINK_REFUSED:
+                raise
+            # A task's links are presigned and expire (within hours): one more poll gives fresh ones.
+            task = as_dict(await _method(client, "task_get")(task_id))
+            try:
+                paths, urls = await _task_files(client, task, _task_data(task), media)
+            except APIStatusError as again:
+                if again.status not in _LINK_REFUSED:
+                    raise
+                raise LinkRefused(
+                    f"the task's file link was refused ({again.status}) after a fresh poll too: {again}; "
+                    "polled again later (the paid task is kept)"
+                ) from again
         return PollAnswer("done", {"remote": task, "media_paths": paths, "media_urls": urls})
     if status == "cancelled":
         return PollAnswer("cancelled", {"remote": task}, "the task was cancelled")

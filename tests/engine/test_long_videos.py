@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 from engine_fakes import FAST, FAST_MEDIA
-from engine_items import video
+from engine_items import video, video_v1
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from typer.testing import CliRunner
@@ -26,7 +26,7 @@ from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.emulator import create_app, load_config
 from relaybatch.emulator.clock import Clock
 from relaybatch.engine import CheckpointStore, EngineSettings, PollSettings, RunSummary, execute
-from relaybatch.engine.kinds import poll_video
+from relaybatch.engine.kinds import poll_task, poll_video
 from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.poll_plan import RenderJob, RenderSettings
 from relaybatch.engine.render_slots import LocalRenderSlots
@@ -401,3 +401,44 @@ def test_a_run_of_only_stuck_renders_ends_with_exit_1_the_advice_and_the_resume_
     assert "relaybatch cancel RUN --all-open" in output
     assert f"resume with: relaybatch run {manifest}" in output
     assert "Traceback" not in output
+
+
+class FirstLinkExpired(httpx.AsyncBaseTransport):
+    """The emulator, except that the first download of each V1 task's file link is refused 403, as
+    a presigned link that expired between the poll and the download is."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.inner = httpx.ASGITransport(app=app)
+        self.refused: set[str] = set()
+        self.task_polls = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        self.task_polls += path.startswith("/v1/tasks/")
+        if (
+            path.endswith("/content")
+            and path.startswith("/v1/videos/generations/")
+            and path not in self.refused
+        ):
+            self.refused.add(path)
+            body = {"error": {"type": "permission_error", "code": "403", "message": "link expired"}}
+            return httpx.Response(403, json=body)
+        return await self.inner.handle_async_request(request)
+
+
+async def test_an_expired_task_link_is_refreshed_by_one_more_poll(tmp_path: Path) -> None:
+    transport = FirstLinkExpired(app_with())
+    async with GatewayClient(
+        "http://emulator.local",
+        SecretStr(EMULATOR_DEMO_KEY),
+        transport=transport,
+        retry=RetryPolicy(max_attempts=1),
+    ) as client:
+        created = await client.video_v1_create(video_v1(1).request)
+        await asyncio.sleep(0.3)  # the fast emulator's task is done by then
+        # One poll of the engine: the link it read is refused, it reads the task again and the
+        # fresh link works, so the task is done at this poll (no failed poll, no wait).
+        answer = await poll_task(client, created.remote_id, MediaFiles(tmp_path, "key"))
+    assert answer.status == "done" and answer.result is not None
+    assert len(transport.refused) == 1 and transport.task_polls == 2
+    assert (tmp_path / answer.result["media_paths"][0]).read_bytes()[4:8] == b"ftyp"

@@ -15,9 +15,9 @@ from PIL import Image
 from pydantic import SecretStr
 
 from relaybatch.engine import CheckpointStore, execute, export_results
-from relaybatch.engine.kinds import poll_task
+from relaybatch.engine.kinds import LinkRefused, poll_task
 from relaybatch.engine.media import MediaFiles
-from relaybatch.gateway import APIStatusError, GatewayClient
+from relaybatch.gateway import GatewayClient
 from relaybatch.gateway.retry import RetryPolicy
 
 KEY = "sk-v1-media-test"
@@ -119,7 +119,9 @@ async def test_the_extension_comes_from_the_bytes_and_payloads_and_links_are_num
 async def test_a_link_that_cannot_be_fetched_raises_and_leaves_no_file(tmp_path: Path) -> None:
     task = {"id": "gen-3", "status": "completed", "data": {"video_url": "https://cdn.example/gone"}}
     async with client_for(FakeGateway(task)) as client:
-        with pytest.raises(APIStatusError, match="link expired"):
+        # Refused again after one more poll's fresh link: a failed poll (asked again with back-off),
+        # not "the gateway no longer knows the task" (a 404 of the task itself).
+        with pytest.raises(LinkRefused, match=r"after a fresh poll too: .*link expired"):
             await poll_task(client, "gen-3", MediaFiles(tmp_path, "k3"))
 
     assert list((tmp_path / "media").iterdir()) == []

@@ -10,6 +10,10 @@ Task states follow the emulator clock: pending (v1_pending_seconds) -> processin
 (v1_processing_seconds) -> completed with ``data`` | failed with ``error`` (prompt trigger
 ``emulator:fail``) | cancelled (prompt trigger ``emulator:cancel``; the interface shows no cancel
 route). Charged at creation: seconds x the model's per-second price.
+
+File links: ``data.video_url`` carries its own credential (``token``). With ``v1_link_seconds`` set,
+each poll gives a link that expires that long after it (``expires`` in the URL, signed into the
+token): a download after it is 403 "link expired", and the next poll gives a fresh link.
 """
 
 from __future__ import annotations
@@ -88,6 +92,19 @@ class VideoTask:
     processing_seconds: float
     # The file URL is a capability, like a provider's presigned link: no auth header needed.
     file_token: str = field(default_factory=lambda: secrets.token_hex(16))
+    link_seconds: float = 0.0  # 0: the link never expires
+
+    def link_token(self, expires: int | None) -> str:
+        if expires is None:
+            return self.file_token
+        return hashlib.sha256(f"{self.file_token}:{expires}".encode()).hexdigest()[:32]
+
+    def file_url(self, now: float, base_url: str) -> str:
+        url = f"{base_url}/v1/videos/generations/{self.id}/content"
+        if not self.link_seconds:
+            return f"{url}?token={self.file_token}"
+        expires = int(now + self.link_seconds)
+        return f"{url}?expires={expires}&token={self.link_token(expires)}"
 
     @property
     def ends(self) -> str:
@@ -117,7 +134,7 @@ class VideoTask:
         if status == "completed":
             width, height = self.request.dimensions()
             resource["data"] = {
-                "video_url": f"{base_url}/v1/videos/generations/{self.id}/content?token={self.file_token}",
+                "video_url": self.file_url(now, base_url),
                 "mime_type": "video/mp4",
                 "seconds": self.request.seconds,
                 "width": width,
@@ -222,6 +239,7 @@ async def create_task(request: Request) -> Response:
         created_at=state.clock.now(),
         pending_seconds=settings.v1_pending_seconds,
         processing_seconds=settings.v1_processing_seconds,
+        link_seconds=settings.v1_link_seconds,
     )
     store.tasks[task.id] = task
     return JSONResponse(task.as_json(state.clock.now(), _base_url(request)))
@@ -243,9 +261,16 @@ async def task_file(request: Request) -> Response:
     task_id = request.path_params["task_id"]
     task = media_store(request).tasks.get(task_id)
     token = request.query_params.get("token", "")
-    if task is None or not secrets.compare_digest(token, task.file_token):
+    expires_text = request.query_params.get("expires")
+    expires = int(expires_text) if expires_text and expires_text.isdigit() else None
+    if task is None or not secrets.compare_digest(token, task.link_token(expires)):
         return error_response(404, None, f"no video file for task '{task_id}'")
-    if task.status(emulator_state(request).clock.now()) != "completed":
+    now = emulator_state(request).clock.now()
+    if expires is not None and now > expires:
+        return error_response(
+            403, None, f"the link to task '{task_id}''s file has expired; poll the task for a fresh one"
+        )
+    if task.status(now) != "completed":
         return error_response(404, None, f"task '{task_id}' has no finished video")
     width, height = task.request.dimensions()
     seed = hashlib.sha256(f"{task.model}\n{task.request.prompt}".encode()).digest()

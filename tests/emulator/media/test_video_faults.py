@@ -113,3 +113,20 @@ async def test_content_expires_after_its_window(make_app: AppFactory) -> None:
         await advance(http, 60)
         gone = await http.get(f"/v2/videos/{video_id}/content", headers=bearer())
         assert gone.status_code == 404 and "expired" in gone.json()["error"]["message"]
+
+
+async def test_v1_file_links_expire_and_a_new_poll_gives_a_fresh_one(make_app: AppFactory) -> None:
+    async with client_for(make_app({"video": {"v1_link_seconds": 60}})) as http:
+        body = {"model": "relay-video-v1", "prompt": "a river delta"}
+        task_id = (await http.post("/v1/videos/generations", headers=bearer(), json=body)).json()["id"]
+        await advance(http, 30)
+        link = (await http.get(f"/v1/tasks/{task_id}", headers=bearer())).json()["data"]["video_url"]
+        assert "expires=" in link
+        assert (await http.get(link)).status_code == 200
+        await advance(http, 61)
+        expired = await http.get(link)
+        assert expired.status_code == 403 and "expired" in expired.json()["error"]["message"]
+        fresh = (await http.get(f"/v1/tasks/{task_id}", headers=bearer())).json()["data"]["video_url"]
+        assert fresh != link and (await http.get(fresh)).status_code == 200
+        forged = fresh.replace("expires=", "expires=9")
+        assert (await http.get(forged)).status_code == 404  # the expiry is signed into the token
