@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -512,7 +513,9 @@ def _script_json(value: Any) -> str:
     return json.dumps(value).replace("</", "<\\/")
 
 
-def render_dashboard(data: DashboardData, title: str) -> str:
+def render_dashboard(data: DashboardData, title: str, library: str | None = None) -> str:
+    """The page; ``library``: a relative path to plotly.js beside it (shared by the pages of a
+    folder), else plotly.js inline."""
     drawn = charts(data)
     figures = {name: json.loads(plotly.io.to_json(figure)) for name, _, figure in drawn if figure is not None}
     generated = datetime.now(UTC).isoformat(timespec="seconds")
@@ -524,8 +527,11 @@ def render_dashboard(data: DashboardData, title: str) -> str:
         [
             '<!doctype html><html lang="en"><head><meta charset="utf-8">',
             f"<title>{escape(title)}</title><style>{STYLE}</style>",
-            # plotly.js from the installed plotly package, inline: the page needs no network.
-            f"<script>{get_plotlyjs()}</script></head><body>",
+            # plotly.js from the installed plotly package, inline or one shared file beside the
+            # pages: either way the page needs no network.
+            f'<script src="{escape(library)}"></script></head><body>'
+            if library
+            else f"<script>{get_plotlyjs()}</script></head><body>",
             f"<h1>{escape(title)}</h1>",
             f'<div class="meta">Runs: {escape(", ".join(data.runs) or "none")} · generated {generated} · '
             "amounts rounded for display; the ledger keeps full precision</div>",
@@ -539,5 +545,23 @@ def render_dashboard(data: DashboardData, title: str) -> str:
     )
 
 
-def write_dashboard(data: DashboardData, path: Path, title: str) -> Path:
-    return write_text_atomically(path, render_dashboard(data, title))
+def write_dashboard(data: DashboardData, path: Path, title: str, library_dir: Path | None = None) -> Path:
+    """The page at ``path``; with ``library_dir`` (a folder holding ``path``), plotly.js is one
+    file there shared by every page below it (``shared_library``), instead of 4.8 MB per page."""
+    if library_dir is None:
+        return write_text_atomically(path, render_dashboard(data, title))
+    library = shared_library(library_dir)
+    relative = os.path.relpath(library, path.parent).replace(os.sep, "/")
+    return write_text_atomically(path, render_dashboard(data, title, relative))
+
+
+def shared_library(folder: Path) -> Path:
+    """``plotly-<version>.min.js`` in ``folder``, written once (again only when missing or not
+    whole): the charting library the dashboards below ``folder`` load from disk."""
+    import plotly
+
+    path = folder / f"plotly-{plotly.__version__}.min.js"
+    text = get_plotlyjs()
+    if not path.is_file() or path.stat().st_size != len(text.encode("utf-8")):
+        write_text_atomically(path, text)
+    return path

@@ -167,10 +167,12 @@ def run_report(
         # A run's own dashboard shows the whole run: a filtered report never replaces it.
         for folder in run_folders(runs_dir, names):
             own = load_dashboard(runs_dir, [folder.name], day)
-            written.append(write_dashboard(own, folder / DASHBOARD_NAME, f"relaybatch: {folder.name}"))
+            page = folder / DASHBOARD_NAME
+            # One copy of the charting library for the runs folder, not one per run (4.8 MB each).
+            written.append(write_dashboard(own, page, f"relaybatch: {folder.name}", library_dir=runs_dir))
     combined = load_dashboard(runs_dir, names, day)
     name, title = combined_dashboard(spend.runs, names, day)
-    written.append(write_dashboard(combined, dashboards_dir / name, title))
+    written.append(write_dashboard(combined, dashboards_dir / name, title, library_dir=dashboards_dir))
     for path in written:
         console.print(f"dashboard: {path}")
     return written

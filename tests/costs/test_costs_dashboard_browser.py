@@ -231,3 +231,28 @@ def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> N
 
     assert labels[0] == "run budget: STOPPED, the next item needed up to $0.100000"
     assert labels[1] == "job covers"  # its own budget stopped nothing
+
+
+def test_the_pages_of_a_runs_folder_share_one_library_and_still_draw_offline(
+    chromium: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    pages = []
+    for name in ("demo", "other"):
+        run_dir = runs / name
+        run_dir.mkdir(parents=True)
+        fill_cost_store(run_dir, run=name)
+        write_checkpoint_events(run_dir)
+        data = load_dashboard(runs, [name])
+        pages.append(
+            write_dashboard(data, run_dir / "dashboard.html", f"relaybatch: {name}", library_dir=runs)
+        )
+
+    libraries = list(runs.glob("plotly-*.min.js"))
+    assert len(libraries) == 1 and libraries[0].stat().st_size > 1_000_000
+    assert all(page.stat().st_size < 200_000 for page in pages)  # was 4.8 MB each, the library inline
+    assert f'<script src="../{libraries[0].name}">' in pages[0].read_text()
+
+    dom, log = run_chromium(chromium, tmp_path / "chromium-profile", "--dump-dom", pages[1].as_uri())
+    assert f'data-charts-drawn="{len(CHARTS)}"' in dom, log[-3000:]
+    assert "data-errors=" not in dom
