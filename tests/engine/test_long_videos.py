@@ -6,7 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,6 @@ from relaybatch.run import stored_settings
 from relaybatch.run.assemble import engine_settings
 from relaybatch.settings import EMULATOR_DEMO_KEY
 
-AppWith = Callable[..., Starlette]
-
 
 def app_with(**video_settings: Any) -> Starlette:
     config = load_config()
@@ -45,20 +43,26 @@ def app_with(**video_settings: Any) -> Starlette:
     return create_app(config)
 
 
+async def run_demo(
+    app: Starlette,
+    store: CheckpointStore,
+    settings: EngineSettings = FAST,
+    slots: LocalRenderSlots | None = None,
+) -> RunSummary:
+    """One execution on ``app`` as the demo account (the engine's retries only)."""
+    async with GatewayClient(
+        "http://emulator.local",
+        SecretStr(EMULATOR_DEMO_KEY),
+        transport=httpx.ASGITransport(app=app),
+        retry=RetryPolicy(max_attempts=1),
+    ) as client:
+        return await execute(store, client, settings=settings, slots=slots)
+
+
 @pytest.fixture
-async def run_on() -> AsyncIterator[Callable[..., Any]]:
-    """run_on(app, store, settings=FAST) -> RunSummary: one execution as the demo account."""
-
-    async def run(app: Starlette, store: CheckpointStore, settings: EngineSettings = FAST) -> RunSummary:
-        async with GatewayClient(
-            "http://emulator.local",
-            SecretStr(EMULATOR_DEMO_KEY),
-            transport=httpx.ASGITransport(app=app),
-            retry=RetryPolicy(max_attempts=1),
-        ) as client:
-            return await execute(store, client, settings=settings)
-
-    yield run
+def run_on() -> Callable[..., Any]:
+    """run_on(app, store, settings=FAST) -> RunSummary."""
+    return run_demo
 
 
 async def test_an_unknown_running_status_is_not_terminal_and_kept_verbatim(
@@ -154,22 +158,12 @@ class PeakWatch(LocalRenderSlots):
         return super().take(job, model)
 
 
-async def run_with_slots(app: Starlette, store: CheckpointStore, slots: LocalRenderSlots) -> RunSummary:
-    async with GatewayClient(
-        "http://emulator.local",
-        SecretStr(EMULATOR_DEMO_KEY),
-        transport=httpx.ASGITransport(app=app),
-        retry=RetryPolicy(max_attempts=1),
-    ) as client:
-        return await execute(store, client, settings=FAST, slots=slots)
-
-
 async def test_a_known_cap_is_never_exceeded_and_never_refused(tmp_path: Path) -> None:
     app = app_with(max_in_flight=3, render_seconds_base=0.2)
     store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
     store.add_items([video(n) for n in range(12)])
     slots = PeakWatch(app, per_model={"relay-video-2": 3})
-    summary = await run_with_slots(app, store, slots)
+    summary = await run_demo(app, store, slots=slots)
     store.close()
     assert summary.counts == {"done": 12}
     assert creates_refused(app) == 0
@@ -183,7 +177,7 @@ async def test_an_unknown_cap_is_learned_from_the_concurrency_error_with_no_blin
     store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
     store.add_items([video(n) for n in range(12)])
     slots = PeakWatch(app)
-    summary = await run_with_slots(app, store, slots)
+    summary = await run_demo(app, store, slots=slots)
     store.close()
     assert summary.counts == {"done": 12}
     assert slots.learned == {"relay-video-2": 3}  # the cap the refusal named
@@ -198,7 +192,7 @@ async def test_a_job_cap_holds_only_that_job(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
     store.add_items([video(n) for n in range(6)])
     slots = PeakWatch(app, per_job={"job": 2})
-    summary = await run_with_slots(app, store, slots)
+    summary = await run_demo(app, store, slots=slots)
     store.close()
     assert summary.counts == {"done": 6}
     assert slots.peak["relay-video-2"] == 2 and slots.gateway_peak <= 2
