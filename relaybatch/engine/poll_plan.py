@@ -166,6 +166,11 @@ class RenderWatch:
         return now - self.created > self.deadline
 
 
+def deadline_for(own: RenderJob, expected: float) -> float:
+    """The job's render deadline, else ``max(900 s, 8 x expected)``."""
+    return own.render_deadline_seconds or max(DEADLINE_FLOOR_SECONDS, DEADLINE_FACTOR * expected)
+
+
 def watch_for(
     request: dict[str, Any],
     job: str,
@@ -180,7 +185,7 @@ def watch_for(
     expected = (
         measured if measured is not None else own.expected_render_seconds or default_render_seconds(seconds)
     )
-    deadline = own.render_deadline_seconds or max(DEADLINE_FLOOR_SECONDS, DEADLINE_FACTOR * expected)
+    deadline = deadline_for(own, expected)
     return RenderWatch(model, seconds, job, created, expected, deadline, measured is not None, name)
 
 

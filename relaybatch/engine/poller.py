@@ -38,6 +38,7 @@ from relaybatch.engine.poll_plan import (
     RenderSettings,
     RenderTimes,
     RenderWatch,
+    deadline_for,
     first_delay,
     next_delay,
     watch_for,
@@ -408,6 +409,7 @@ class Poller:
             ):
                 continue
             watch.expected, watch.measured = expected, True
+            watch.deadline = deadline_for(self.renders.job(watch.job), expected)
             entry.due = now + first_delay(watch, now, self.settings.max_seconds)
             moved = True
         if moved:

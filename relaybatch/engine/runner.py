@@ -580,11 +580,12 @@ class Execution:
         self._room_changed()
 
     def stuck_end(self, stuck: list[Any]) -> None:
-        """Every open item is a render past its deadline: the run ends by itself, resumable."""
+        """Every open item is a render past its deadline, or waits for a render slot only such renders
+        hold: the run ends by itself, resumable."""
         names = [entry.watch.name if entry.watch else entry.key[:12] for entry in stuck[:5]]
         listed = ", ".join(names) + (" ..." if len(stuck) > 5 else "")
         self.stuck_stopped = (
-            f"{len(stuck)} render(s) stuck past their render deadline ({listed}): nothing else is open, "
+            f"{len(stuck)} render(s) stuck past their render deadline ({listed}): nothing else can go on, "
             "so the run ends; `relaybatch status` names them; run again to poll them again, or cancel "
             "them with `relaybatch cancel RUN --all-open`"
         )

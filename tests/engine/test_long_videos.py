@@ -436,3 +436,14 @@ async def test_an_expired_task_link_is_refreshed_by_one_more_poll(tmp_path: Path
     assert answer.status == "done" and answer.result is not None
     assert len(transport.refused) == 1 and transport.task_polls == 2
     assert (tmp_path / answer.result["media_paths"][0]).read_bytes()[4:8] == b"ftyp"
+
+
+async def test_work_waiting_for_slots_that_only_stuck_renders_hold_ends_the_run(tmp_path: Path) -> None:
+    app = app_with()
+    store = CheckpointStore(tmp_path / "run" / "checkpoint.sqlite")
+    store.add_items([video(1, prompt="emulator:stuck"), video(2)])
+    settings = stuck_settings()
+    summary = await run_demo(app, store, settings, slots=LocalRenderSlots(per_job={"job": 1}))
+    store.close()
+    assert summary.counts == {"polling": 1, "pending": 1}
+    assert summary.stopped is not None and "stuck past their render deadline (video-1)" in summary.stopped

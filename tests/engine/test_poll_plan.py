@@ -94,3 +94,26 @@ def test_progress_of_running_renders_measures_a_kind_until_one_finishes() -> Non
     assert times.learn("relay-video-2", 8, {"created_at": 0, "completed_at": 118}, observed=117.5)
     assert times.measured("relay-video-2", 8) == 117.5
     assert not times.learn_progress("relay-video-2", 8, age=10.0, progress=50)
+
+
+async def test_a_measure_moves_waiting_first_polls_and_their_deadlines() -> None:
+    import asyncio
+
+    from relaybatch.engine.poller import Poller, PollSettings
+
+    class _Execution:
+        stop = asyncio.Event()
+        run_stopped = None
+
+    poller = Poller(_Execution(), PollSettings(), renders=RenderSettings())  # type: ignore[arg-type]
+    for n in range(3):
+        poller.add(f"key-{n}", "video", f"video-{n}", "submitted", request=VIDEO, job="job")
+    [first, *_] = sorted(poller.heap)
+    assert first.watch is not None and first.watch.deadline == 900  # from the 90 s guess
+    # One render of the kind reports 2 % after 24 s: it takes about 1,200 s.
+    assert poller.times.learn_progress("relay-video-2", 8, age=24.0, progress=2)
+    poller._replan(first.watch)
+    for entry in poller.heap:
+        assert entry.watch is not None and entry.watch.measured
+        assert entry.watch.expected == 1200 and entry.watch.deadline == 8 * 1200
+        assert entry.due - entry.watch.created == pytest.approx(1200 + SLACK_SECONDS)
