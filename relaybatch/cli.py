@@ -336,7 +336,8 @@ def _run(
     changes = f"{planned.added} new"
     if planned.superseded or planned.restored:
         changes += f", {planned.superseded} superseded, {planned.restored} back from superseded"
-    console.print(f"items: {counts} ({changes}); {outcome.sent} requests sent by this execution")
+    which = "" if outcome.execution is None else f" (execution {outcome.execution} of the run)"
+    console.print(f"items: {counts} ({changes}); {outcome.sent} requests sent by this execution{which}")
     for path in outcome.results:
         console.print(f"results: {path}")
     from relaybatch.run_folder import RunPaths

@@ -31,7 +31,8 @@ def test_each_execution_has_its_figures_rows_and_ledger_rows(tmp_path: Path, cli
     manifest = write_csv(tmp_path / "nightly.csv", 3)
     assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
     write_csv(manifest, 5)  # the CSV grew: two new rows
-    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    code, second = run("run", str(manifest), "--runs-dir", runs)
+    assert code == 0 and "2 requests sent by this execution (execution 2 of the run)" in second
     assert run("run", str(manifest), "--runs-dir", runs)[0] == 0  # nothing new
 
     folder = tmp_path / "runs" / "nightly"
