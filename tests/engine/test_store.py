@@ -182,8 +182,9 @@ def test_an_illegal_move_raises_and_leaves_the_whole_group_unwritten(store: Chec
 
     assert raised.value.key == chat(1).key
     assert store.count_by_state() == {"pending": 3, "done": 1}
-    with pytest.raises(IllegalTransition, match="from 'pending' to 'done'"):
-        store.transition(chat(2).key, "done")  # one statement per row
+    # (pending -> done is a reused answer since run.reuse: paid remote work never skips sending)
+    with pytest.raises(IllegalTransition, match="from 'pending' to 'submitted'"):
+        store.transition(chat(2).key, "submitted")  # one statement per row
     with pytest.raises(IllegalTransition, match="no such item"):
         store.transition("no-such-key", "sending")
     assert [e["state"] for e in store.events(chat(2).key)] == []
