@@ -104,8 +104,11 @@ def test_a_kill_leaves_maybe_billed_only_what_reached_the_gateway(
         env = runner_env(tmp_path, served, key)
         kills = kill_campaign(path, run_dir, served, env, kind, kills=3, seed=25, longest_delay=3.0)
 
-        assert kills.phantoms_per_kill == [0] * len(kills.phantoms_per_kill), kills
-        assert kills.final_phantoms == []
+        # Before: every item waiting for the limiter (up to the concurrency, 16) per kill. Now only
+        # a kill inside the item's last CPU steps, between its `sending` commit and its first byte
+        # (docs/engine.md, "Sending"), can leave one: rare, and never more than that item.
+        assert max(kills.phantoms_per_kill) <= 1, kills
+        assert len(kills.final_phantoms) <= 1, kills
         assert kills.twice == []  # nothing paid twice
         # Every item whose create never reached the gateway was made by the resume.
         assert set(kills.final_states) <= {"done", "uncertain"}, kills.final_states
