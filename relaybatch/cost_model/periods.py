@@ -35,7 +35,7 @@ def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (ValueError, with what to write, when there is none)."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         raise ValueError(
             f"unknown time zone {name!r}: use an IANA name such as UTC or Europe/Paris"
         ) from None

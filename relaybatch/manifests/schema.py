@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator,
 
 from relaybatch.manifests.items import Kind
 from relaybatch.manifests.limits import MAX_BUDGET_USD
-from relaybatch.manifests.wording import FieldRule
+from relaybatch.manifests.wording import FieldRule, describe
 
 UncertainPolicy = Literal["report", "resend"]
 
@@ -101,9 +101,9 @@ class RunSettings(BaseModel):
 
         try:
             ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
             raise ValueError(
-                f"unknown time zone {name!r}: use an IANA name such as UTC or Europe/Paris"
+                f"{describe(name)} is not a time zone; use an IANA name such as UTC or Europe/Paris"
             ) from None
         return name
 
