@@ -905,6 +905,12 @@ def report(
             help="With one RUN: show this execution's figures [default: each run's last execution].",
         ),
     ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until", help="Only charges on or before this UTC day (YYYY-MM-DD); leaves budgets out."
+        ),
+    ] = None,
     by: Annotated[
         str | None,
         typer.Option(
@@ -955,6 +961,7 @@ def report(
         refreshing_ledger,
         grouping,
         output,
+        until,
     )
     for line in execution_lines(settings.runs_dir, run_names or [], execution):
         console.print(line)

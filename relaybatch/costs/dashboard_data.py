@@ -270,16 +270,23 @@ class DashboardData:
             self.errors.add(at, {label: 1})
 
 
-def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None, run: str = "") -> None:
+def _in_days(moment: object, since: date | None, until: date | None) -> bool:
+    """Whether a time's UTC day is from ``since`` to ``until`` (each included when given)."""
+    day = str(moment or "")[:10]
+    return day >= (since.isoformat() if since else "") and (until is None or day <= until.isoformat())
+
+
+def _add_checkpoint(
+    data: DashboardData, checkpoint: Path, since: date | None, run: str = "", until: date | None = None
+) -> None:
     if not checkpoint.exists():
         return
     from relaybatch.engine.store import CheckpointStore
 
-    cutoff = since.isoformat() if since else ""
     store = CheckpointStore.open_read_only(checkpoint)
     try:
         for event in store.iter_events():
-            if str(event.get("at") or "")[:10] >= cutoff:
+            if _in_days(event.get("at"), since, until):
                 data.add_event(event)
         data.states.update(store.count_by_state())
         if len(data.stuck) < STUCK_SHOWN:
@@ -293,14 +300,13 @@ def _add_checkpoint(data: DashboardData, checkpoint: Path, since: date | None, r
         store.close()
 
 
-def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> None:
+def _add_costs(data: DashboardData, cost_store: Path, since: date | None, until: date | None = None) -> None:
     store = CostStore.open_read_only(cost_store)  # an execution may be writing it
     if store is None:
         return
-    cutoff = since.isoformat() if since else ""
     try:
         for record in store.records():
-            if str(record.get("charged_at") or "")[:10] >= cutoff:
+            if _in_days(record.get("charged_at"), since, until):
                 data.add_charge(record)
     finally:
         store.close()
@@ -310,16 +316,20 @@ def _add_costs(data: DashboardData, cost_store: Path, since: date | None) -> Non
 UNSURE_BELOW = 0.5
 
 
-def load_dashboard(runs_dir: Path, names: Sequence[str], since: date | None = None) -> DashboardData:
-    """The dashboard's data for the named runs (every run when none is named)."""
+def load_dashboard(
+    runs_dir: Path, names: Sequence[str], since: date | None = None, until: date | None = None
+) -> DashboardData:
+    """The dashboard's data for the named runs (every run when none is named), of the charges from
+    ``since`` to ``until`` (UTC days, each included) when given: a budget counts the whole run, so a
+    filtered page shows none."""
     folders = run_folders(runs_dir, names)
     data = DashboardData([folder.name for folder in folders])
     for folder in folders:
-        if since is None:
+        if since is None and until is None:
             data.budgets[folder.name] = run_budgets(folder)
             results = sorted((folder / RESULTS_NAME).glob("*.parquet"))
             data.answers += [(folder.name, summary) for summary in summarize_results(results, UNSURE_BELOW)]
         for stores in store_folders(folder):
-            _add_costs(data, stores / COST_STORE_NAME, since)
-            _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name)
+            _add_costs(data, stores / COST_STORE_NAME, since, until)
+            _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name, until)
     return data

@@ -257,12 +257,13 @@ def add_ledger(
     export: bool = True,
     columns: Sequence[str] = REPORT_COLUMNS,
     guard: LedgerGuard = unguarded,
+    until: date | None = None,
 ) -> None:
-    """Add a store's charges from ``since`` on to ``spend``, grouped by those of ``columns`` that
-    are ``GROUP_COLUMNS``. With ``export``, its Parquet export is refreshed first when ``guard``
-    lets this process write the folder; when another writes it (an execution), the ledger is left
-    to that one and noted in ``spend.busy``. The charges are read from the store opened read-only,
-    as they stand. No store yet: nothing spent yet."""
+    """Add a store's charges from ``since`` on (to ``until``, that UTC day included) to ``spend``,
+    grouped by those of ``columns`` that are ``GROUP_COLUMNS``. With ``export``, its Parquet export
+    is refreshed first when ``guard`` lets this process write the folder; when another writes it
+    (an execution), the ledger is left to that one and noted in ``spend.busy``. The charges are
+    read from the store opened read-only, as they stand. No store yet: nothing spent yet."""
     path = run_dir / COST_STORE_NAME
     if export and path.exists():
         with guard(run_dir) as writer:
@@ -274,9 +275,14 @@ def add_ledger(
     if store is None:
         return
     try:
+        if until is not None and "charged_at" not in columns:
+            columns = (*columns, "charged_at")
+        last = until.isoformat() if until else None
         for record in store.charges_since(columns, since.isoformat() if since else ""):
             if "charged_at" in record:
                 record["day"] = str(record["charged_at"])[:10]
+                if last is not None and record["day"] > last:
+                    continue
             spend.add(record)
     finally:
         store.close()
@@ -313,16 +319,19 @@ def _latency_bin(seconds: float) -> int:
     return next((index for index, edge in enumerate(LATENCY_BINS) if seconds <= edge), len(LATENCY_BINS))
 
 
-def activity_from_events(events: Iterable[Mapping[str, Any]], since: date | None = None) -> Activity:
+def activity_from_events(
+    events: Iterable[Mapping[str, Any]], since: date | None = None, until: date | None = None
+) -> Activity:
     """Counts only (per minute, per latency bin, per error): memory does not grow with the run."""
     cutoff = since.isoformat() if since else ""
+    last = until.isoformat() if until else "9999"
     per_minute: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     started: dict[str, datetime] = {}  # calls in flight only: removed when they answer
     latency = [0] * len(LATENCY_LABELS)
     for event in events:
         at, state = str(event.get("at") or ""), event.get("state")
-        if at[:10] < cutoff:
+        if at[:10] < cutoff or at[:10] > last:
             continue
         if state == "sending":
             started[event["key"]] = datetime.fromisoformat(at)
@@ -356,7 +365,11 @@ def store_folders(run_dir: Path) -> list[Path]:
 
 
 def load_spend(
-    runs_dir: Path, names: Sequence[str], since: date | None = None, guard: LedgerGuard = unguarded
+    runs_dir: Path,
+    names: Sequence[str],
+    since: date | None = None,
+    guard: LedgerGuard = unguarded,
+    until: date | None = None,
 ) -> RunSpend:
     """The named runs' spend and activity (every run's when none is named), refreshing each store's
     ledger as ``guard`` lets it (``add_ledger``)."""
@@ -364,9 +377,9 @@ def load_spend(
     spend = RunSpend([folder.name for folder in folders])
     stores = [stores for folder in folders for stores in store_folders(folder)]
     for folder in stores:
-        add_ledger(spend, folder, since, guard=guard)
+        add_ledger(spend, folder, since, guard=guard, until=until)
     events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
-    activity = activity_from_events(events, since)
+    activity = activity_from_events(events, since, until)
     return RunSpend(spend.runs, spend.groups, spend.per_minute, activity, spend.busy)
 
 

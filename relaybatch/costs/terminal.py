@@ -39,13 +39,13 @@ COMBINED_DASHBOARD_NAME = "relaybatch-report.html"
 TABLES = (("job", ("run", "job")), ("model", ("model", "provider")), ("kind", ("kind",)), ("day", ("day",)))
 
 
-def parse_since(value: str | None) -> date | None:
+def parse_since(value: str | None, option: str = "--since") -> date | None:
     if value is None:
         return None
     try:
         return date.fromisoformat(value)
     except ValueError:
-        raise UserError(f"--since {value!r}: expected a UTC day such as 2026-11-22") from None
+        raise UserError(f"{option} {value!r}: expected a UTC day such as 2026-11-22") from None
 
 
 def spend_table(spend: RunSpend, title: str, columns: Sequence[str]) -> Table:
@@ -131,6 +131,7 @@ def run_report(
     guard: LedgerGuard,
     by: Sequence[str] = (),
     output: Path | None = None,
+    until: str | None = None,
 ) -> list[Path]:
     """Print the spend tables and write the dashboards; returns the dashboard paths. Each store's
     ledger is refreshed as ``guard`` lets it (not beside its execution: ``add_ledger``). ``by``:
@@ -139,7 +140,10 @@ def run_report(
     from relaybatch.costs.grouping import ALL, grouped_rows, write_grouped
 
     day = parse_since(since)
-    spend = load_spend(runs_dir, names, day, guard)
+    last = parse_since(until, "--until")
+    if day is not None and last is not None and last < day:
+        raise UserError(f"--until {until}: before --since {since}; give a day on or after it")
+    spend = load_spend(runs_dir, names, day, guard, last)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
     if by:
@@ -148,14 +152,15 @@ def run_report(
         grouped: tuple[str, ...] = tuple(by) or ALL
         table_file = write_grouped(grouped_rows(spend, grouped), grouped, output)
         console.print(f"spend by {', '.join(grouped)}: {table_file}")
-    uses = [] if day else run_budget_uses(spend, run_folders(runs_dir, names))
+    filtered = day is not None or last is not None
+    uses = [] if filtered else run_budget_uses(spend, run_folders(runs_dir, names))
     if uses:
         console.print(budget_table(uses))
     console.print(spend_summary(spend))
     for folder, writer in spend.busy:
         console.print(f"{folder}: {writer}; its spend is shown as it stands")
-    if day:
-        console.print("budgets count the whole run: run the report without --since to see their use")
+    if filtered:
+        console.print("budgets count the whole run: run the report without --since/--until to see their use")
     if spend.unknown_calls:
         console.print(
             f"{spend.unknown_calls} call(s) have an unknown cost (a missing price or an unknown outcome): "
@@ -163,32 +168,38 @@ def run_report(
             "(see outcome and unknown_prices in ledger.parquet)"
         )
     written = []
-    if day is None:
+    if not filtered:
         # A run's own dashboard shows the whole run: a filtered report never replaces it.
         for folder in run_folders(runs_dir, names):
-            own = load_dashboard(runs_dir, [folder.name], day)
+            own = load_dashboard(runs_dir, [folder.name])
             page = folder / DASHBOARD_NAME
             # One copy of the charting library for the runs folder, not one per run (4.8 MB each).
             written.append(write_dashboard(own, page, f"relaybatch: {folder.name}", library_dir=runs_dir))
-    combined = load_dashboard(runs_dir, names, day)
-    name, title = combined_dashboard(spend.runs, names, day)
+    combined = load_dashboard(runs_dir, names, day, last)
+    name, title = combined_dashboard(spend.runs, names, day, last)
     written.append(write_dashboard(combined, dashboards_dir / name, title, library_dir=dashboards_dir))
     for path in written:
         console.print(f"dashboard: {path}")
     return written
 
 
-def combined_dashboard(runs: Sequence[str], names: Sequence[str], day: date | None) -> tuple[str, str]:
+def combined_dashboard(
+    runs: Sequence[str], names: Sequence[str], day: date | None, until: date | None = None
+) -> tuple[str, str]:
     """The combined dashboard's file name and title. Every run, unfiltered: the report's own
     ``relaybatch-report.html``. A subset of runs or a day filter: a file of its own whose name and
     title say the filter, so a filtered report never replaces the whole one."""
     shown = ", ".join(runs)
-    if not names and day is None:
+    if not names and day is None and until is None:
         return COMBINED_DASHBOARD_NAME, f"relaybatch: {shown}" if runs else "relaybatch"
-    parts = ([f"runs {shown or ', '.join(names)}"] if names else ["every run"]) + (
-        [f"since {day.isoformat()} (UTC)"] if day else []
+    parts = (
+        ([f"runs {shown or ', '.join(names)}"] if names else ["every run"])
+        + ([f"since {day.isoformat()} (UTC)"] if day else [])
+        + ([f"until {until.isoformat()} (UTC)"] if until else [])
     )
-    slug = "-".join([*sorted(names), *([f"since-{day.isoformat()}"] if day else [])])
+    days = [f"since-{day.isoformat()}"] if day else []
+    days += [f"until-{until.isoformat()}"] if until else []
+    slug = "-".join([*sorted(names), *days])
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", slug)[:120]
     return f"relaybatch-report-{slug}.html", f"relaybatch: {'; '.join(parts)}"
 

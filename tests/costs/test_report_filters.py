@@ -30,6 +30,15 @@ def test_a_filtered_report_leaves_every_dashboard_byte_identical(tmp_path: Path,
     assert code == 0, output
     assert [page.read_bytes() for page in pages] == before
 
+    code, output = run("report", "--since", "2020-01-01", "--until", "2020-01-31", *common)
+    assert code == 0, output
+    assert [page.read_bytes() for page in pages] == before
+    window = (boards / "relaybatch-report-since-2020-01-01-until-2020-01-31.html").read_text(encoding="utf-8")
+    assert "relaybatch: every run; since 2020-01-01 (UTC); until 2020-01-31 (UTC)" in window
+    assert "$0.000000" in window  # nothing was charged in that month
+    code, output = run("report", "--since", "2020-02-01", "--until", "2020-01-31", *common)
+    assert code == 1 and "--until 2020-01-31: before --since 2020-02-01" in output
+
     code, output = run("report", "alpha", *common)  # alpha's own page shows alpha whole, as before
     assert code == 0, output
     assert [page.read_bytes() for page in pages[1:]] == before[1:]
