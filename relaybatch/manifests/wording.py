@@ -49,6 +49,11 @@ EXAMPLES = {
     "output_compression": "80",
     "data": "rows.csv",
     "provider": "alpha",
+    "questions": "{complaint: {type: noul, instructions: Is it a complaint?}}",
+    "messages": "[{role: user, content: Hello}]",
+    "contents": '[{role: user, parts: [{text: "Hello"}]}]',
+    "parts": '[{text: "Hello"}]',
+    "input": '"Hello"',
 }
 UNWORDED = "is not accepted here; see docs/manifests.md for what this field takes"
 
