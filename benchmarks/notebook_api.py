@@ -183,8 +183,7 @@ def export_beside(items: int, rounds: int, root: Path) -> None:
     work = write_work(items, root)
     scenario = Scenario("open", items, rpm=0, latency=0.0, injected_429_rate=0.0)
     relaybatch = PROJECT_PYTHON.with_name("relaybatch")
-    alone: list[float] = []
-    beside: list[float] = []
+    figures: dict[bool, list[tuple[float, float]]] = {False: [], True: []}  # (items/s, items per CPU s)
     with ServedEmulator(emulator_config(scenario, root)) as emulator:
         for number in range(rounds):
             for with_export in (False, True):
@@ -197,27 +196,40 @@ def export_beside(items: int, rounds: int, root: Path) -> None:
                         args=(emulator, target, relaybatch, runs, work.stem, exported),
                         daemon=True,
                     ).start()
-                seconds, _, _, code, text = timed(
-                    cli_command(work, runs, emulator), root / f"run-{number}-{int(with_export)}.log"
-                )
+                log = root / f"run-{number}-{int(with_export)}.log"
+                seconds, _, cpu, code, text = timed(cli_command(work, runs, emulator), log)
                 if code != 0:
                     raise SystemExit(f"run exited {code}:\n{text[-2000:]}")
-                (beside if with_export else alone).append(items / seconds)
+                figures[with_export].append((items / seconds, items / cpu))
                 note = f"; export: {exported[0]}" if exported else ""
-                print(f"round {number + 1} {'with export' if with_export else 'alone'}: {seconds:.2f} s, "
-                      f"{items / seconds:,.0f} items/s{note}", flush=True)  # fmt: skip
+                print(
+                    f"round {number + 1} {'with export' if with_export else 'alone'}: {seconds:.2f} s, "
+                    f"{items / seconds:,.0f} items/s, {cpu:.2f} s CPU "
+                    f"({items / cpu:,.0f} items per CPU s){note}",
+                    flush=True,
+                )
     print()
     print(f"### Export beside a {items:,}-item run ({rounds} rounds, alternated)")
     print()
-    print("| run | items/s median | min-max |")
+    print("| run | items/s median (min-max) | items per CPU second of the run's process, median (min-max) |")
     print("|---|---|---|")
-    for label, rates in (("alone", alone), ("with `relaybatch export` at half way", beside)):
-        print(f"| {label} | {statistics.median(rates):,.0f} | {min(rates):,.0f}-{max(rates):,.0f} |")
+    for with_export, label in ((False, "alone"), (True, "with `relaybatch export` at half way")):
+        rates = [rate for rate, _ in figures[with_export]]
+        per_cpu = [value for _, value in figures[with_export]]
+        print(
+            f"| {label} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
+            f"{statistics.median(per_cpu):,.0f} ({min(per_cpu):,.0f}-{max(per_cpu):,.0f}) |"
+        )
+    alone = [rate for rate, _ in figures[False]]
     spread = (max(alone) - min(alone)) / statistics.median(alone)
+    wall = statistics.median(rate for rate, _ in figures[True]) / statistics.median(alone)
+    cpu_ratio = statistics.median(value for _, value in figures[True]) / statistics.median(
+        value for _, value in figures[False]
+    )
     print()
     print(
-        f"with / alone: {statistics.median(beside) / statistics.median(alone):.2f} "
-        f"(the runs alone spread {spread:.0%} among themselves: the noise)"
+        f"with / alone: items/s {wall:.2f} (the runs alone spread {spread:.0%} among themselves: the "
+        f"machine's noise), items per CPU second {cpu_ratio:.2f}"
     )
 
 
