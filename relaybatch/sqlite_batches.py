@@ -37,21 +37,6 @@ def transaction(connection: sqlite3.Connection) -> Iterator[None]:
     connection.execute("COMMIT")
 
 
-@contextlib.contextmanager
-def read_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
-    """Every read inside sees the database as it was at the first one: one read transaction. In WAL
-    mode a writer goes on committing meanwhile (its commits wait in the WAL until the reader ends).
-    Inside a transaction already open (a reader of an older layout keeps one), that one serves."""
-    if connection.in_transaction:
-        yield
-        return
-    connection.execute("BEGIN DEFERRED")
-    try:
-        yield
-    finally:
-        connection.execute("ROLLBACK")  # nothing was written: ending the read is all it does
-
-
 def json_array(rows: Sequence[Sequence[Any]]) -> str | None:
     """``rows`` as the JSON array text of one statement, or None when they should go through
     ``executemany`` instead (fewer than ``JSON_ARRAY_FROM_ROWS`` rows, or a NUL in some text).

@@ -65,8 +65,8 @@ def run_coroutine(
         except KeyboardInterrupt:
             if relay is None or not relay.interrupt():
                 print(
-                    "relaybatch: nothing is in flight now; the run ends once what it is writing is "
-                    "written (the checkpoint holds every item's state)",
+                    "relaybatch: interrupted while nothing is in flight: a run starting stops before "
+                    "it sends; one that has finished ends once its results are written",
                     file=sys.stderr,
                     flush=True,
                 )

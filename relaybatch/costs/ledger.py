@@ -18,7 +18,6 @@ running execution opens it read-only (``CostStore.open_read_only``) and reads an
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import sqlite3
@@ -36,7 +35,7 @@ from relaybatch.cost_model import COMPONENTS, CallCost, ModelPrices, UsageCounts
 from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils
-from relaybatch.sqlite_batches import read_snapshot, transaction
+from relaybatch.sqlite_batches import transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -333,10 +332,14 @@ class CostStore:
         writing migrates it."""
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
 
-    def snapshot(self) -> contextlib.AbstractContextManager[None]:
-        """Every read inside sees the charges as at the first one (the ledger exported beside an
-        execution: run/snapshot.py), while the execution goes on writing."""
-        return read_snapshot(self.db.conn)
+    def copy_to(self, path: Path) -> None:
+        """The whole store as it is now, copied to ``path`` in one short read (SQLite's online
+        backup): the ledger beside an execution is exported from the copy (run/snapshot.py)."""
+        target = sqlite3.connect(path)
+        try:
+            self.db.conn.backup(target)
+        finally:
+            target.close()
 
     def _check_layout(self) -> int:
         version: int = self.db.execute("PRAGMA user_version").fetchone()[0]

@@ -97,20 +97,28 @@ class InterruptRelay:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._target: tuple[asyncio.AbstractEventLoop, StopOnSignal] | None = None
+        self._early = 0  # Ctrl-Cs that came before the execution was ready to stop
 
     def attach(self, loop: asyncio.AbstractEventLoop, handling: StopOnSignal) -> None:
+        """From the loop's own thread, once the execution stops on signals: a Ctrl-C that came
+        while it was starting (opening the store, the client) is acted on now."""
         with self._lock:
             self._target = (loop, handling)
+            early, self._early = min(self._early, 2), 0
+        for _ in range(early):
+            loop.call_soon(handling.received, signal.SIGINT)
 
     def detach(self) -> None:
         with self._lock:
             self._target = None
 
     def interrupt(self) -> bool:
-        """A Ctrl-C for the engine; False when no execution is stopping on signals now (planning,
-        or the results being written: nothing is in flight then)."""
+        """A Ctrl-C for the engine; False when no execution is stopping on signals now: one that is
+        starting acts on it as soon as it can (``attach``); one that has ended is writing its
+        results (nothing is in flight then)."""
         with self._lock:
             if self._target is None:
+                self._early += 1
                 return False
             loop, handling = self._target
             loop.call_soon_threadsafe(handling.received, signal.SIGINT)
