@@ -246,6 +246,8 @@ EXPORTED: dict[str, list[str]] = {
         "inline_refs",
         "load_output_schema",
         "reask_request",
+        "requested_schema",
+        "typical_answer",
     ],
     "relaybatch.run": [
         "Entry",

@@ -9,7 +9,8 @@ three uses. The counts follow the public tokenizer conventions (docs/costs.md, "
   width x height / 750 (at most 1,600); on chat and responses 85 + 170 per 512-pixel tile (85 at
   `detail: low`); 1,000 when the picture is a link whose size is unknown;
 - output text: the request's cap, but at most ``EXPECTED_ANSWER_TOKENS`` (an answer rarely fills
-  its cap; the worst case still assumes it does);
+  its cap; the worst case still assumes it does); a structured answer (``output_schema``): the JSON
+  of a typical answer that fits the requested schema (``structured.typical_answer``);
 - generate-content images out: the public per-``imageSize`` token table (1K and 2K: 1,120; 4K: 2,000);
 - images route: ``n`` x the per-quality token table scaled to the size (``auto`` = medium, 1024x1024),
   or ``n`` x the per-image price;
@@ -44,6 +45,7 @@ from relaybatch.cost_model.worst_case import (
     output_cap,
 )
 from relaybatch.kinds import VIDEO_KINDS, VIDEO_V1, WEB_SEARCH
+from relaybatch.structured import requested_schema, typical_answer
 
 CHARS_PER_TOKEN = 4
 TOKENS_PER_TURN = 3
@@ -183,10 +185,17 @@ def _image_size(request: Mapping[str, Any]) -> str:
     return str(size) if size in GEMINI_IMAGE_OUTPUT_TOKENS else "1K"
 
 
+def _answer_tokens(kind: str, request: Mapping[str, Any]) -> int:
+    schema = requested_schema(kind, request)
+    if schema is None:
+        return EXPECTED_ANSWER_TOKENS
+    return text_tokens(json.dumps(typical_answer(schema), separators=(",", ":")))
+
+
 def _token_call(kind: str, request: Mapping[str, Any], prices: ModelPrices | None) -> Expected:
     images_in = sum(input_image_tokens(kind, part) for part in _image_parts(_turns(kind, request)))
     output_images = 0
-    answer = min(output_cap(kind, request), EXPECTED_ANSWER_TOKENS)
+    answer = min(output_cap(kind, request), _answer_tokens(kind, request))
     if kind == "generate_content" and "IMAGE" in _modalities(request):
         output_images = GEMINI_IMAGE_OUTPUT_TOKENS[_image_size(request)]
         answer = IMAGE_CAPTION_TOKENS if "TEXT" in _modalities(request) else 0

@@ -181,7 +181,8 @@ def output_notes(plan: Plan) -> list[str]:
         else:
             notes.append(
                 f"job {job.job} ({job.model}): no earlier answers; assumed {EXPECTED_ANSWER_TOKENS} output "
-                f"tokens an answer (or the cap when lower; the cap is {job.output_cap:,}, the worst case "
+                "tokens an answer (a typical answer of its schema for a structured job; the cap when lower; "
+                f"the cap is {job.output_cap:,}, the worst case "
                 "assumes every answer fills it); a run of a few items teaches the plan real lengths"
             )
     return notes

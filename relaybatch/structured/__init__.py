@@ -2,7 +2,13 @@
 and the typed columns a valid answer fills (docs/manifests.md, "Structured answers")."""
 
 from relaybatch.structured.columns import RAW_COLUMN, answer_fields, answer_row, arrow_type
-from relaybatch.structured.requests import STRUCTURED_KINDS, answer_text, ask_for_schema, reask_request
+from relaybatch.structured.requests import (
+    STRUCTURED_KINDS,
+    answer_text,
+    ask_for_schema,
+    reask_request,
+    requested_schema,
+)
 from relaybatch.structured.schema import (
     ANSWER_NAME,
     SchemaError,
@@ -10,6 +16,7 @@ from relaybatch.structured.schema import (
     gemini_schema,
     inline_refs,
     load_output_schema,
+    typical_answer,
 )
 from relaybatch.structured.validation import INVALID_OUTPUT, Checked, check_answer
 
@@ -31,4 +38,6 @@ __all__ = [
     "inline_refs",
     "load_output_schema",
     "reask_request",
+    "requested_schema",
+    "typical_answer",
 ]

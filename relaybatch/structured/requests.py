@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from relaybatch.structured.schema import ANSWER_NAME, gemini_schema
@@ -50,6 +51,27 @@ def ask_for_schema(kind: str, request: dict[str, Any], schema: dict[str, Any]) -
         request["generationConfig"] = config
     else:
         raise ValueError(f"kind {kind} has no structured output; use one of {', '.join(STRUCTURED_KINDS)}")
+
+
+def requested_schema(kind: str, request: Mapping[str, Any]) -> Any | None:
+    """The schema ``request`` asks its answer to fit, as ``ask_for_schema`` put it there (in the
+    family's own form); None when the request asks for no structured answer."""
+    if kind in ("chat", "messages"):
+        for tool in request.get("tools") or []:
+            if not isinstance(tool, Mapping):
+                continue
+            function = tool.get("function") if kind == "chat" else tool
+            if isinstance(function, Mapping) and function.get("name") == ANSWER_NAME:
+                return function.get("parameters" if kind == "chat" else "input_schema")
+        return None
+    if kind == "responses":
+        text = request.get("text")
+        answer_format = text.get("format") if isinstance(text, Mapping) else None
+        return answer_format.get("schema") if isinstance(answer_format, Mapping) else None
+    if kind == "generate_content":
+        config = request.get("generationConfig")
+        return config.get("responseSchema") if isinstance(config, Mapping) else None
+    return None
 
 
 def answer_text(kind: str, result: dict[str, Any]) -> str | None:

@@ -153,3 +153,30 @@ def gemini_schema(schema: Any) -> Any:
         converted["type"] = "STRING"  # generate-content enums are strings
         converted["enum"] = [str(option) for option in converted["enum"]]
     return converted
+
+
+# A string answer's length is not in its schema: a typical label or short phrase (about 6 tokens).
+TYPICAL_STRING = "a short typical answer"
+TYPICAL_ARRAY_LENGTH = 2
+
+
+def typical_answer(schema: Any) -> Any:
+    """A representative answer that fits ``schema`` (JSON Schema, or generate-content's form with
+    types in capitals): the longest enum option, every property, two items a list, a short string.
+    Its length is what a plan expects a structured answer to be billed for (cost_model/expected.py)."""
+    if not isinstance(schema, dict):
+        return None
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return max(schema["enum"], key=lambda option: len(json.dumps(option)))
+    for keyword in ("anyOf", "oneOf"):
+        if isinstance(schema.get(keyword), list) and schema[keyword]:
+            return typical_answer(schema[keyword][0])
+    kinds = schema.get("type")
+    kind = str(next((k for k in kinds if k != "null"), "null") if isinstance(kinds, list) else kinds).lower()
+    if kind == "object" or "properties" in schema:
+        properties = schema.get("properties")
+        return {name: typical_answer(sub) for name, sub in (properties or {}).items()}
+    if kind == "array":
+        count = max(TYPICAL_ARRAY_LENGTH, int(schema.get("minItems") or 0))
+        return [typical_answer(schema.get("items"))] * count
+    return {"string": TYPICAL_STRING, "integer": 3, "number": 0.5, "boolean": False}.get(kind)

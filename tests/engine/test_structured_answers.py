@@ -182,3 +182,28 @@ async def test_noul_answers_get_a_boolean_at_the_jobs_threshold(
     rows = pq.read_table(results).to_pylist()
 
     assert all(row["answer_spam_true"] == (row["answer_spam"] >= expected) for row in rows)
+
+
+@pytest.mark.parametrize("kind", ["chat", "responses", "messages", "generate_content"])
+def test_a_structured_request_is_planned_at_a_typical_answer_of_its_schema(kind: str) -> None:
+    """The plan reads the schema back from each family's request: a three-field label is about 13
+    tokens of JSON, not the 40 of a free text answer."""
+    from relaybatch.cost_model import EXPECTED_ANSWER_TOKENS, expected_usage
+    from relaybatch.structured import ask_for_schema, requested_schema
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "team": {"type": "string", "enum": ["billing", "technical", "none"]},
+            "urgency": {"type": "number"},
+            "refund": {"type": "boolean"},
+        },
+    }
+    request: dict[str, Any] = {"model": "m", "messages": [], "contents": [], "input": "x"}
+    plain = expected_usage(kind, request, None).usage.output_tokens
+    ask_for_schema(kind, request, schema)
+
+    assert requested_schema(kind, request) is not None
+    assert plain == EXPECTED_ANSWER_TOKENS
+    typical = '{"team":"technical","urgency":0.5,"refund":false}'
+    assert expected_usage(kind, request, None).usage.output_tokens == -(-len(typical) // 4)
