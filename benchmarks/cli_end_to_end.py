@@ -3,7 +3,8 @@
 For each size, a zero-latency chat manifest (a JSONL table) runs through the command exactly as
 a user types it, start-up, validation, checkpoint, execution, results, ledger and report included:
 
-- end to end: wall seconds and items/s (target >= 2,000 items/s at 20,000 items);
+- end to end: wall seconds and items/s (target >= 2,000 items/s at 20,000 items), and the
+  process's CPU seconds (user + system: what a loaded machine stretches less than the wall clock);
 - memory: the process's peak resident set from ``wait4`` (target <= 250 MB at 20,000 items, and
   at 1,000,000 within 1.1x of the 20,000 figure);
 - disk: bytes per item of every file the run leaves (checkpoint, cost store, results, ledger);
@@ -52,7 +53,7 @@ from bench import (
     Scenario,
     ServedEmulator,
     emulator_config,
-    wait_with_peak_memory,
+    wait_with_usage,
     write_work,
 )
 from disk_per_item import file_bytes as disk_use
@@ -74,6 +75,8 @@ class Process:
     first_request_seconds: float | None = None  # any request (the catalog read comes first)
     first_billed_seconds: float | None = None  # the first POST: an item's call
     stop_seconds: float | None = None  # from the SIGINT (a user's Ctrl-C) to the process's exit
+    # User + system CPU of the process: what a loaded machine stretches less than the wall clock.
+    cpu_seconds: float = 0.0
 
 
 @dataclass
@@ -115,7 +118,7 @@ def relaybatch_run(
                 args=(process, emulator, answered_before + stop_after, signalled),
                 daemon=True,
             ).start()
-        peak_kb, _ = wait_with_peak_memory(process, timeout=3600)
+        peak_kb, cpu_seconds, _ = wait_with_usage(process, timeout=3600)
         ended = time.monotonic()
         seconds = ended - spawned
     firsts = httpx.get(f"{emulator.url}/_bench/first", timeout=30).json()
@@ -123,6 +126,7 @@ def relaybatch_run(
     return Process(
         seconds=seconds,
         peak_mb=peak_kb / 1024,
+        cpu_seconds=cpu_seconds,
         exit_code=process.returncode,
         first_request_seconds=None if first is None else first - spawned,
         first_billed_seconds=None if billed is None else billed - spawned,
@@ -204,15 +208,17 @@ def measure(items: int, root: Path, interrupted: bool = True) -> Size:
 
 
 def report(sizes: list[Size]) -> None:
-    print("| items | wall s | items/s | ratio to 2,000 | peak MB | ratio to 250 MB | disk B/item |")
-    print("|---|---|---|---|---|---|---|")
+    columns = ("items", "wall s", "items/s", "ratio to 2,000", "CPU s", "items per CPU s", "peak MB")
+    print("| " + " | ".join((*columns, "ratio to 250 MB", "disk B/item")) + " |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for size in sizes:
         assert size.run is not None
         rate = size.completed / size.run.seconds
         per_item = sum(size.disk.values()) / size.items
         print(
             f"| {size.items:,} | {size.run.seconds:.1f} | {rate:,.0f} | "
-            f"{rate / TARGET_ITEMS_PER_SECOND:.2f} | {size.run.peak_mb:.0f} | "
+            f"{rate / TARGET_ITEMS_PER_SECOND:.2f} | {size.run.cpu_seconds:.1f} | "
+            f"{size.completed / max(size.run.cpu_seconds, 1e-9):,.0f} | {size.run.peak_mb:.0f} | "
             f"{size.run.peak_mb / TARGET_PEAK_MB:.2f} | {per_item:,.0f} |"
         )
     print()
