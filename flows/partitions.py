@@ -19,9 +19,11 @@ from prefect import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 from prefect.deployments import run_deployment
 
-# Final states of a partition's flow run; a Crashed one is scheduled again by the automation
-# `relaybatch deploy` installs (flows/automations.py), so it is followed on.
+# Final states of a partition's flow run; a Crashed one is scheduled again (by the automation
+# `relaybatch deploy` installs, flows/automations.py, or by ``follow``), so it is followed on.
 FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
+# How many times ``follow`` schedules a crashed or failed partition again.
+RUN_AGAIN = 3
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,34 @@ async def follow(
     every: float = 2.0,
 ) -> list[PartitionRun]:
     """Show the partitions' flow runs every ``every`` seconds until each has a final state."""
+    again: dict[UUID, int] = {}
     while True:
         try:
             runs = await partition_runs(submitted)
-        except Exception:
+        except Exception:  # the server restarting: keep following
             await asyncio.sleep(every)
             continue
         show(runs)
-        if all(run.final for run in runs):
+        scheduled = False
+        for run in runs:
+            # Crashed: the automations' events may have been lost (a server restart). Failed: a flow
+            # run that lost the server mid-way fails; its checkpoint resumes it. A few times only: a
+            # partition that keeps failing has a cause a person must see.
+            if run.state in ("CRASHED", "FAILED") and again.get(run.flow_run_id, 0) < RUN_AGAIN:
+                again[run.flow_run_id] = again.get(run.flow_run_id, 0) + 1
+                await schedule_again(run.flow_run_id)
+                scheduled = True
+        if not scheduled and all(run.final for run in runs):
             return runs
         await asyncio.sleep(every)
+
+
+async def schedule_again(flow_run_id: UUID) -> None:
+    """A crashed or failed partition back to Scheduled, for any worker of the pool (as the
+    automation does for a crashed one)."""
+    from prefect.states import AwaitingRetry
+
+    async with get_client() as client:
+        await client.set_flow_run_state(
+            flow_run_id, AwaitingRetry(message="crashed: scheduled again"), force=True
+        )

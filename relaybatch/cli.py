@@ -491,6 +491,7 @@ def _show_partitions() -> Callable[[list[Any]], None]:
                 seen[each.partition] = now
                 where = f" on {each.host}" if each.host else ""
                 console.print(f"partition {each.partition}: {each.state.lower()}{where} ({each.name})")
+                console.file.flush()  # a log shows each change as it happens
 
     return show
 
@@ -1012,13 +1013,13 @@ def deploy(
         typer.Option(
             "--silent-after",
             min=45,
-            help="Seconds without a heartbeat after which a flow run is marked Crashed (and re-run).",
+            help="Seconds without a heartbeat before a relaybatch flow run is marked Crashed (then re-run).",
         ),
     ] = 90,
 ) -> None:
     """Register the scheduled deployments of configs/deployments.yaml on a work pool, and the two
-    automations a self-hosted server lacks: a flow run whose heartbeats stop is Crashed, and a
-    crashed relaybatch flow run is scheduled again for any worker of the pool."""
+    automations a self-hosted server lacks: a relaybatch flow run whose heartbeats stop is Crashed,
+    and a crashed one is scheduled again for any worker of the pool."""
     _quiet_prefect()
     import asyncio
 
