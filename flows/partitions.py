@@ -28,13 +28,14 @@ RUN_AGAIN = 3
 
 @dataclass(frozen=True)
 class PartitionRun:
-    """Where a partition's flow run is: its state, and the host running it (or that ran it)."""
+    """Where a partition's flow run is: its state, and the process running it (or that ran it):
+    the process id its worker recorded, on the worker's machine."""
 
     partition: str
     flow_run_id: UUID
     name: str
     state: str
-    host: str
+    pid: str
 
     @property
     def final(self) -> bool:
@@ -68,9 +69,8 @@ async def partition_runs(submitted: list[tuple[str, UUID]]) -> list[PartitionRun
     for partition, flow_run_id in submitted:
         flow_run = by_id.get(flow_run_id)
         state = flow_run.state.type.value if flow_run and flow_run.state else "UNKNOWN"
-        # A process worker records "host:pid" of the process it started.
-        host = str(flow_run.infrastructure_pid or "").rsplit(":", 1)[0] if flow_run else ""
-        runs.append(PartitionRun(partition, flow_run_id, flow_run.name if flow_run else "", state, host))
+        pid = str(flow_run.infrastructure_pid or "") if flow_run else ""  # what a process worker started
+        runs.append(PartitionRun(partition, flow_run_id, flow_run.name if flow_run else "", state, pid))
     return runs
 
 

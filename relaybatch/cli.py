@@ -447,7 +447,7 @@ def submit(
 ) -> None:
     """Run a manifest as N partition flow runs of a deployment: `prefect worker start --pool POOL`
     on any machine pulls them. Splits it first (as `relaybatch partition`); returns at once, or
-    with --wait shows each partition's state and host until all have ended, then merges."""
+    with --wait shows each partition's state and process until all have ended, then merges."""
     _quiet_prefect()
     import asyncio
     import functools
@@ -480,17 +480,17 @@ def submit(
 
 
 def _show_partitions() -> Callable[[list[Any]], None]:
-    """Print a line whenever a partition's state or host changes (a live view that also reads
+    """Print a line whenever a partition's state or process changes (a live view that also reads
     well in a log)."""
     seen: dict[str, tuple[str, str]] = {}
 
     def show(runs: list[Any]) -> None:
         for each in runs:
-            now = (each.state, each.host)
+            now = (each.state, each.pid)
             if seen.get(each.partition) != now:
                 seen[each.partition] = now
-                where = f" on {each.host}" if each.host else ""
-                console.print(f"partition {each.partition}: {each.state.lower()}{where} ({each.name})")
+                where = f", pid {each.pid}" if each.pid else ""
+                console.print(f"partition {each.partition}: {each.state.lower()} ({each.name}{where})")
                 console.file.flush()  # a log shows each change as it happens
 
     return show
