@@ -110,3 +110,25 @@ def test_a_file_changed_since_the_split_is_refused(tmp_path: Path) -> None:
     assert "changed since the run was split" in output and "Traceback" not in output
     code, output = run("run", str(manifest), "--partition", "1/3", "--runs-dir", runs)
     assert code == 1 and "relaybatch partition" in output
+
+
+def test_partitions_bring_back_items_superseded_in_the_run_instead_of_resending_them(tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    manifest = write_csv(tmp_path / "bulk.csv", range(20))
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    original = manifest.read_text()
+    write_csv(manifest, range(20), prompt="Edited {n}.")  # the same manifest, edited: 20 superseded
+    assert run("run", str(manifest), "--runs-dir", runs)[0] == 0
+    manifest.write_text(original)  # the edit undone
+    before = chats_sent()
+
+    run_partitions(manifest, runs, 3)
+    # Folded by a whole run, which plans the manifest again (a merge alone keeps the run store's
+    # edited items current beside them: docs/prefect.md, "Scale-out: partitions").
+    code, output = run("run", str(manifest), "--runs-dir", runs)
+
+    assert code == 0, output
+    assert chats_sent() == before  # the 20 answers from before the edit came back
+    assert result_ids(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet") == sorted(
+        f"p{n}" for n in range(20)
+    )
