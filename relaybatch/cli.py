@@ -854,6 +854,9 @@ def export(run_name: RunArgument, runs_dir: RunsDirOption = None) -> None:
         holder = holder_of(paths.root)
         who = holder.describe() if holder else "another process"
         typer.echo(f"note: {who}; exporting a snapshot beside it to {paths.snapshot.root}", err=True)
+        # The execution comes first: on a busy machine this process takes only the CPU it leaves
+        # (benchmarks/RESULTS.md, issue 31: the run's items/s beside an export).
+        os.nice(10)
         snapshot = export_snapshot(paths)
         console.print(snapshot.line())
         results, ledger = snapshot.results, snapshot.ledger
