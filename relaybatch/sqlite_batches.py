@@ -19,6 +19,7 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 # From this many rows, one statement over a JSON array beats a statement per row.
@@ -35,6 +36,17 @@ def transaction(connection: sqlite3.Connection) -> Iterator[None]:
         connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+def copy_database(connection: sqlite3.Connection, path: Path) -> None:
+    """The whole database behind ``connection`` as it is now, copied to ``path`` by SQLite's online
+    backup in one step: a consistent copy, read in one short read transaction (the stores'
+    ``copy_to``: an export beside an execution reads the copy, run/snapshot.py)."""
+    target = sqlite3.connect(path)
+    try:
+        connection.backup(target)
+    finally:
+        target.close()
 
 
 def json_array(rows: Sequence[Sequence[Any]]) -> str | None:

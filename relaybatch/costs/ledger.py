@@ -35,7 +35,7 @@ from relaybatch.cost_model import COMPONENTS, CallCost, ModelPrices, UsageCounts
 from relaybatch.export_marks import is_current, marked
 from relaybatch.files import replaced_atomically
 from relaybatch.lean_imports import arrow_without_pandas, import_sqlite_utils
-from relaybatch.sqlite_batches import transaction
+from relaybatch.sqlite_batches import copy_database, transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -335,11 +335,7 @@ class CostStore:
     def copy_to(self, path: Path) -> None:
         """The whole store as it is now, copied to ``path`` in one short read (SQLite's online
         backup): the ledger beside an execution is exported from the copy (run/snapshot.py)."""
-        target = sqlite3.connect(path)
-        try:
-            self.db.conn.backup(target)
-        finally:
-            target.close()
+        copy_database(self.db.conn, path)
 
     def _check_layout(self) -> int:
         version: int = self.db.execute("PRAGMA user_version").fetchone()[0]

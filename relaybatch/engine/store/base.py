@@ -19,7 +19,7 @@ from relaybatch.engine.store.schema import (
 )
 from relaybatch.engine.store.values import now_text
 from relaybatch.lean_imports import import_sqlite_utils
-from relaybatch.sqlite_batches import transaction
+from relaybatch.sqlite_batches import copy_database, transaction
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -115,11 +115,7 @@ class StoreBase:
         the copy at leisure instead of holding a read transaction on the live store for the whole
         export, which kept the writer's WAL from being checkpointed and cost the execution about an
         eighth more CPU (benchmarks/RESULTS.md, issue 31)."""
-        target = sqlite3.connect(path)
-        try:
-            self.db.conn.backup(target)
-        finally:
-            target.close()
+        copy_database(self.db.conn, path)
 
     def layout(self) -> int:
         """The store's layout (``PRAGMA user_version``); below SCHEMA_VERSION, the first open for
