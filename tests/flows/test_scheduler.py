@@ -71,6 +71,21 @@ def _wait_for(what: str, check: Callable[[], Any], seconds: float, logs: list[Pa
     raise AssertionError(f"{what}: not within {seconds:.0f} s\n{tails}")
 
 
+class _RetryingWhenBusy(httpx.HTTPTransport):
+    """Retries a 503 as Prefect's own client does (its SQLite answers "database is locked" as 503
+    while the scheduler and the runs write: the server says "try again", not "no")."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(6):
+            response = super().handle_request(request)
+            if response.status_code != 503 or attempt == 5:
+                return response
+            response.read()
+            response.close()
+            time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+
 @dataclass
 class Server:
     api: str
@@ -107,7 +122,10 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
     )
     log = home / "server.log"
     server = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    with _started(server, env, log, home), httpx.Client(base_url=api, timeout=10) as http:
+    with (
+        _started(server, env, log, home),
+        httpx.Client(base_url=api, timeout=10, transport=_RetryingWhenBusy()) as http,
+    ):
         _wait_for("the server healthy", lambda: http.get("/health").status_code == 200, START_SECONDS, [log])
         yield Server(api, env, http, log)
 
