@@ -70,7 +70,7 @@ def hold_or_skip(hold: contextlib.ExitStack, paths: RunPaths, catch_up: CatchUp)
 
 
 def _caught_up(paths: RunPaths, flow_run: FlowRun, catch_up: CatchUp) -> str | None:
-    due = flow_run.expected_start_time.astimezone(UTC)  # type: ignore[union-attr]
+    due = _due(flow_run)
     if catch_up == "latest":
         later = _later_run_due(flow_run, due)
         if later is not None:
@@ -83,6 +83,25 @@ def _caught_up(paths: RunPaths, flow_run: FlowRun, catch_up: CatchUp) -> str | N
             f"due ({due.isoformat(timespec='seconds')}), and did its work (catch_up: once)"
         )
     return None
+
+
+def _due(flow_run: FlowRun) -> datetime:
+    """When the flow run was last due: the scheduled time of its last Scheduled (or Late) state.
+
+    Prefect sets ``expected_start_time`` once, from the first state, so a run moved by hand (or by
+    the API) to another time keeps its first time there; the state history has the time it was
+    really due when it left the schedule."""
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        states = client.read_flow_run_states(flow_run.id)
+    scheduled = [
+        state.state_details.scheduled_time
+        for state in sorted(states, key=lambda state: state.timestamp)
+        if state.is_scheduled() and state.state_details.scheduled_time is not None
+    ]
+    due = scheduled[-1] if scheduled else flow_run.expected_start_time
+    return due.astimezone(UTC)  # type: ignore[union-attr]
 
 
 def _newest_execution(paths: RunPaths) -> dict[str, Any] | None:

@@ -467,12 +467,15 @@ def test_an_interval_deployment_over_a_growing_csv_counts_each_night_and_late_ru
     ledger = pq.read_table(folder / "ledger.parquet").to_pylist()
     assert sorted(row["execution"] for row in ledger) == [1, 1, 2, 2, 3, 3]
 
-    # Three nights missed while serve was down: all due at once when it comes back.
+    # Three nights missed while serve was down (due after the last execution started, in the order
+    # of the schedule): all due at once when it comes back.
+    down = datetime.now(UTC)
     late = _wait_for(
         "three scheduled runs", lambda: scheduled()[:3] if len(scheduled()) >= 3 else None, 60, logs
     )
-    for hours, flow_run in zip((3, 2, 1), late, strict=True):
-        _make_due(http, flow_run, datetime.now(UTC) - timedelta(hours=hours))
+    for seconds, flow_run in zip((1, 2, 3), late, strict=True):
+        _make_due(http, flow_run, down + timedelta(seconds=seconds))
+    time.sleep(max(0.0, (down + timedelta(seconds=4) - datetime.now(UTC)).total_seconds()))
     with _started(serve, env, again_log, tmp_path) as serving:
         states = [
             _wait_for("a late run finished", lambda run=run: ended(run), START_SECONDS, logs) for run in late
