@@ -64,7 +64,7 @@ WRAPPED = [
     ("relaybatch.manifests.manifest", "Manifest.validate", "load+validate"),
     ("relaybatch.manifests", "open_manifest", "load+validate"),
     ("relaybatch.run.assemble", "open_manifest", "load+validate"),
-    ("relaybatch.cli", "_catalog_check", "load+validate"),
+    ("relaybatch.cli._app", "catalog_check", "load+validate"),
     ("relaybatch.engine.store.planning", "Planning.plan_items", "checkpoint insert"),
     ("relaybatch.run.execution", "execute_run", "open run"),
     ("relaybatch.engine.runner", "execute", "execution"),

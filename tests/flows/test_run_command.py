@@ -92,7 +92,7 @@ def test_with_a_server_the_flow_run_gets_the_gateway_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The flow run's base_url parameter is the gateway used, also when it came from the environment."""
-    import relaybatch.cli as cli
+    import relaybatch.cli._running as cli
 
     seen: dict[str, object] = {}
 
