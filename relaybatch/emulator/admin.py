@@ -5,8 +5,10 @@ admin_token=...)``, ``relaybatch emulator serve --admin-token`` or RELAYBATCH_EM
 required when served beyond loopback) every admin route needs ``Authorization: Bearer <token>``
 and answers 401 without it. The gateway's own API keys never open the admin API.
 
-GET  /_emulator/requests                 request log: total, a count per distinct
-                                         (method, path, body hash), recent entries
+GET  /_emulator/requests[?since=T&distinct=false]  request log: total, a count per distinct
+                                         (method, path, body hash), recent entries (those after
+                                         Unix time T), each with its time and answer status
+GET  /_emulator/videos                   V2 videos queued or rendering, per account and model
 GET  /_emulator/ledger[?account=NAME]    every charge: account, route, model, usd (string),
                                          usage, body_hash, time
 GET  /_emulator/accounts                 accounts with balance (string) and rate limit
@@ -54,21 +56,48 @@ async def _json_object(request: Request) -> dict[str, Any] | Response:
 
 async def requests_log(request: Request) -> Response:
     log = _state(request).requests
-    distinct = [
-        {"method": method, "path": path, "body_hash": body_hash, "count": count}
-        for (method, path, body_hash), count in log.counts.items()
-    ]
-    recent = [
+    query = request.query_params
+    try:
+        since = float(query.get("since", "-inf"))
+    except ValueError:
+        return error_response(400, None, "since must be a Unix time in seconds, e.g. since=1764000000.5")
+    if query.get("distinct", "true") not in ("true", "false"):
+        return error_response(400, None, "distinct must be true or false")
+    answer: dict[str, Any] = {"total": _state(request).total_requests}
+    if query.get("distinct", "true") == "true":
+        answer["distinct"] = [
+            {"method": method, "path": path, "body_hash": body_hash, "count": count}
+            for (method, path, body_hash), count in log.counts.items()
+        ]
+    answer["recent"] = [
         {
             "method": r.method,
             "path": r.path,
             "body_hash": r.body_hash,
             "account": r.account,
             "time": rfc3339(r.time),
+            "at": r.time,
+            "status": r.status,
         }
         for r in log.recent
+        if r.time > since
     ]
-    return JSONResponse({"total": _state(request).total_requests, "distinct": distinct, "recent": recent})
+    return JSONResponse(answer)
+
+
+async def videos(request: Request) -> Response:
+    """V2 videos queued or rendering now (what a ``video.max_in_flight`` cap counts), per account
+    and model."""
+    from relaybatch.emulator.media.store import MediaStore
+
+    now = _state(request).clock.now()
+    store: MediaStore | None = getattr(request.app.state, "media", None)
+    counts: dict[tuple[str, str], int] = {}
+    for job in store.videos.values() if store is not None else ():
+        if not job.deleted and job.rendering(now):
+            counts[(job.account, job.model)] = counts.get((job.account, job.model), 0) + 1
+    in_flight = [{"account": a, "model": m, "count": n} for (a, m), n in sorted(counts.items())]
+    return JSONResponse({"at": now, "in_flight": in_flight})
 
 
 async def ledger(request: Request) -> Response:
@@ -167,6 +196,7 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
 def routes() -> list[Route]:
     table: list[tuple[str, Endpoint, list[str]]] = [
         ("/_emulator/requests", requests_log, ["GET"]),
+        ("/_emulator/videos", videos, ["GET"]),
         ("/_emulator/ledger", ledger, ["GET"]),
         ("/_emulator/accounts", accounts, ["GET"]),
         ("/_emulator/accounts/{name}/balance", top_up, ["POST"]),

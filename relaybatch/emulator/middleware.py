@@ -1,8 +1,9 @@
 """The gateway layer every public route passes through, as plain ASGI (no per-request task overhead).
 
-In order: log the request (method, path, body hash, account), apply the account's rate limit
-(429 with ``error.rate_limit`` when the window is full), apply an injected fault, run the route,
-and put the ``x-ratelimit-*`` headers on the answer. Admin routes under ``/_emulator/`` skip it.
+In order: log the request (method, path, body hash, account; its answer's status once it
+starts), apply the account's rate limit (429 with ``error.rate_limit`` when the window is full),
+apply an injected fault, run the route, and put the ``x-ratelimit-*`` headers on the answer.
+Admin routes under ``/_emulator/`` skip it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from relaybatch.emulator.auth import read_presented
 from relaybatch.emulator.errors import ErrorShape, error_response, shape_for_path, shaped_error
 from relaybatch.emulator.faults import FAULT_HEADER, INVALID_JSON, DroppedConnection, Fault, FaultSyntaxError
 from relaybatch.emulator.ratelimit import WindowReport, rate_limit_body
-from relaybatch.emulator.state import Account, EmulatorState, hash_body
+from relaybatch.emulator.state import Account, EmulatorState, RequestRecord, hash_body
 
 ADMIN_PREFIX = "/_emulator/"
 # Injected latency waits here; a module attribute so tests can record the wait instead of sleeping.
@@ -59,13 +60,14 @@ def _fault_header(scope: Scope) -> str | None:
     return None
 
 
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    if not extra:
-        return send
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]], record: RequestRecord) -> Send:
+    """``send`` that adds ``extra`` headers to the answer and notes its status in the request log."""
 
     async def send_with_headers(message: Message) -> None:
-        if message["type"] == "http.response.start" and extra:
-            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        if message["type"] == "http.response.start":
+            record.status = int(message["status"])
+            if extra:
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
         await send(message)
 
     return send_with_headers
@@ -95,13 +97,14 @@ class GatewayMiddleware:
         request_state["body"] = body  # request_body() hands it to routes without re-reading
         request_state["presented_keys"] = presented  # authenticate() reuses it
         account = self._account(state, presented.any_key())
-        state.record_request(scope["method"], scope["path"], body_hash, account.name if account else None)
+        name = account.name if account else None
+        record = state.record_request(scope["method"], scope["path"], body_hash, name)
 
         window: WindowReport | None = None
         if account is not None and account.rate_limit_rpm > 0:
             window = state.rate_limiter.admit(account.name, account.rate_limit_rpm, state.clock.now())
         extra = [(k.encode(), v.encode()) for k, v in window.headers().items()] if window else []
-        send = _with_headers(send, extra)
+        send = _with_headers(send, extra, record)
         shape = shape_for_path(scope["path"])
         if window is not None and not window.allowed:
             message = f"rate limit exceeded: {window.limit_rpm} requests per minute"

@@ -186,6 +186,8 @@ class RequestRecord:
     body_hash: str
     account: str | None
     time: float
+    # The answer's HTTP status, set when the answer starts (0 while the request is under way).
+    status: int = 0
 
 
 _EMPTY = 0  # a free slot of RequestCounts' table; a taken one holds its entry's number + 1
@@ -421,12 +423,13 @@ class EmulatorState:
         return account
 
     # --- request log -----------------------------------------------------------------------
-    def record_request(self, method: str, path: str, body_hash: str, account: str | None) -> int:
-        """Log one request; returns its number (1-based, over the emulator's lifetime)."""
+    def record_request(self, method: str, path: str, body_hash: str, account: str | None) -> RequestRecord:
+        """Log one request; returns its record (the middleware sets its status when it answers)."""
         self.request_number += 1
         self.requests.counts.add(method, path, body_hash)
-        self.requests.recent.append(RequestRecord(method, path, body_hash, account, self.clock.now()))
-        return self.request_number
+        record = RequestRecord(method, path, body_hash, account, self.clock.now())
+        self.requests.recent.append(record)
+        return record
 
     @property
     def total_requests(self) -> int:

@@ -94,3 +94,23 @@ async def test_faults_settings_round_trip(http: httpx.AsyncClient) -> None:
     await http.put("/_emulator/faults", json=settings)
 
     assert (await http.get("/_emulator/faults")).json() == settings
+
+
+async def test_request_log_since_a_time_gives_later_entries_with_their_status(
+    http: httpx.AsyncClient, state: EmulatorState
+) -> None:
+    await http.post("/v1/chat/completions", json=user_chat(), headers=bearer())
+    first = (await http.get("/_emulator/requests")).json()["recent"][0]
+    state.clock.advance(5)
+    await http.post("/v1/chat/completions", json=user_chat(text="later"), headers=bearer())
+    await http.post("/v1/chat/completions", json=user_chat(), headers=bearer("rb-revoked-key"))
+
+    later = (await http.get(f"/_emulator/requests?since={first['at']}&distinct=false")).json()
+
+    assert "distinct" not in later and later["total"] == 3
+    assert [entry["status"] for entry in later["recent"]] == [200, 401]
+    assert all(entry["at"] == first["at"] + 5 for entry in later["recent"])
+    assert first["status"] == 200
+    for query in ("since=yesterday", "distinct=no"):
+        refused = await http.get(f"/_emulator/requests?{query}")
+        assert refused.status_code == 400 and query.split("=")[0] in refused.json()["error"]["message"]

@@ -21,7 +21,7 @@ from emulator_http import anthropic, bearer, user_chat, user_messages
 from relaybatch.emulator import EmulatorState
 from relaybatch.emulator.clock import rfc3339
 from relaybatch.emulator.codecs.fast_json import JSONResponse
-from relaybatch.emulator.state import Charge, Ledger, RequestCounts
+from relaybatch.emulator.state import Charge, Ledger, RequestCounts, RequestRecord
 
 
 def digest(text: str) -> str:
@@ -125,7 +125,7 @@ async def test_admin_answers_are_byte_for_byte_what_the_plain_records_gave(
             given.append(Charge(account.name, route, model, usd, usage, body_hash, state.clock.now()))
         return refused
 
-    def spy_record(method: str, path: str, body_hash: str, account: str | None) -> int:
+    def spy_record(method: str, path: str, body_hash: str, account: str | None) -> RequestRecord:
         logged[(method, path, body_hash)] += 1
         return record(method, path, body_hash, account)
 
@@ -153,6 +153,8 @@ async def test_admin_answers_are_byte_for_byte_what_the_plain_records_gave(
             "body_hash": r.body_hash,
             "account": r.account,
             "time": rfc3339(r.time),
+            "at": r.time,
+            "status": r.status,
         }
         for r in state.requests.recent
     ]

@@ -80,6 +80,11 @@ async def test_a_cap_on_videos_in_flight_refuses_with_the_concurrency_error(make
         assert error["type"] == "rate_limit_error" and "rate_limit" not in error
         assert error["concurrency"] == {"limit": 2, "in_flight": 2}
         assert len(charges(state, "/v2/videos")) == 2  # the refused create is free
+        # The admin API counts what the cap counts.
+        in_flight = (await http.get("/_emulator/videos")).json()["in_flight"]
+        assert in_flight == [{"account": "demo", "model": "relay-video-2", "count": 2}]
+        log = (await http.get("/_emulator/requests?distinct=false")).json()["recent"]
+        assert [entry["status"] for entry in log] == [200, 200, 429]
         # Another model has its own count.
         assert (
             await http.post(
@@ -92,6 +97,9 @@ async def test_a_cap_on_videos_in_flight_refuses_with_the_concurrency_error(make
         assert (await create(http)).status_code == 429
         await advance(http, QUEUED + RENDER_4S + 1)
         assert (await create(http)).status_code == 200
+        assert (await http.get("/_emulator/videos")).json()["in_flight"] == [
+            {"account": "demo", "model": "relay-video-2", "count": 1}
+        ]
 
 
 async def test_render_jitter_spreads_render_times_per_video(make_app: AppFactory) -> None:
