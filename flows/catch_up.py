@@ -115,7 +115,9 @@ def _newest_execution(paths: RunPaths) -> dict[str, Any] | None:
 
 
 def _later_run_due(flow_run: FlowRun, due: datetime) -> str | None:
-    """The name of a scheduled run of the same deployment due after ``due`` and by now, if any."""
+    """The name of another scheduled run of the same deployment due after ``due`` and by now, if any:
+    one still waiting (judged by the time it is scheduled for now), or one that has started or ended
+    (judged by its expected start); a later run that failed, crashed or was cancelled does not count."""
     from prefect import get_client
     from prefect.client.schemas.filters import (
         DeploymentFilter,
@@ -123,20 +125,44 @@ def _later_run_due(flow_run: FlowRun, due: datetime) -> str | None:
         FlowRunFilter,
         FlowRunFilterExpectedStartTime,
         FlowRunFilterId,
+        FlowRunFilterNextScheduledStartTime,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
     )
+    from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
+    now = datetime.now(UTC)
+    others = FlowRunFilterId(not_any_=[flow_run.id])
+    deployment = DeploymentFilter(id=DeploymentFilterId(any_=[flow_run.deployment_id]))  # type: ignore[list-item]
+    waiting = FlowRunFilter(
+        id=others,
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])),
+        next_scheduled_start_time=FlowRunFilterNextScheduledStartTime(after_=due, before_=now),  # type: ignore[arg-type]
+    )
+    started = FlowRunFilter(
+        id=others,
+        state=FlowRunFilterState(
+            type=FlowRunFilterStateType(any_=[StateType.PENDING, StateType.RUNNING, StateType.COMPLETED])
+        ),
+        expected_start_time=FlowRunFilterExpectedStartTime(after_=due, before_=now),  # type: ignore[arg-type]
+    )
     with get_client(sync_client=True) as client:
-        later = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(
-                id=FlowRunFilterId(not_any_=[flow_run.id]),
-                expected_start_time=FlowRunFilterExpectedStartTime(after_=due, before_=datetime.now(UTC)),
-            ),
-            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[flow_run.deployment_id])),
-            sort=FlowRunSort.EXPECTED_START_TIME_DESC,
-            limit=5,
-        )
+        later = [
+            run
+            for runs in (
+                client.read_flow_runs(
+                    flow_run_filter=found,
+                    deployment_filter=deployment,
+                    sort=FlowRunSort.EXPECTED_START_TIME_DESC,
+                    limit=5,
+                )
+                for found in (waiting, started)
+            )
+            for run in runs
+        ]
     for run in later:
-        if run.auto_scheduled and run.expected_start_time and run.expected_start_time > due:
-            return f"{run.name}, due {run.expected_start_time.astimezone(UTC).isoformat(timespec='seconds')}"
+        run_due = run.next_scheduled_start_time or run.expected_start_time
+        if run.auto_scheduled and run_due is not None and due < run_due <= now:
+            return f"{run.name}, due {run_due.astimezone(UTC).isoformat(timespec='seconds')}"
     return None

@@ -489,3 +489,53 @@ def test_an_interval_deployment_over_a_growing_csv_counts_each_night_and_late_ru
     assert again.count(": skipped: ") == 2, again[-3000:]
     with CheckpointStore.open_read_only(folder / "checkpoint.sqlite") as store:
         assert len(store.executions()) == 4  # one execution caught up the three missed nights
+
+
+def test_catch_up_latest_asks_the_server_which_missed_run_was_due_last(
+    tmp_path: Path, prefect_server: Server
+) -> None:
+    """`catch_up: latest` against a real server: of three missed runs of an hourly deployment, moved
+    to times in the past (as a user can reschedule a run), the two that have a later run due are
+    skipped, naming it, and the last one executes. Each is judged by the time it was last scheduled
+    for, not by Prefect's ``expected_start_time`` (set once, from the run's first state)."""
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from relaybatch.flows.catch_up import _caught_up
+
+    from relaybatch.settings import run_paths
+
+    http = prefect_server.http
+    _quiet_other_deployments(http)
+    flow = http.post("/flows/", json={"name": "catch-up-latest"}).json()
+    schedule = {"schedule": {"interval": 3600}, "active": True}
+    deployment = http.post(
+        "/deployments/", json={"name": "hourly", "flow_id": flow["id"], "schedules": [schedule]}
+    )
+    assert deployment.status_code in (200, 201), deployment.text
+    deployment_id = deployment.json()["id"]
+    body = {
+        "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}},
+        "deployments": {"id": {"any_": [deployment_id]}},
+        "sort": "EXPECTED_START_TIME_ASC",
+    }
+
+    def three_scheduled() -> list[dict[str, Any]] | None:
+        found = [run for run in http.post("/flow_runs/filter", json=body).json() if run.get("auto_scheduled")]
+        return found[:3] if len(found) >= 3 else None
+
+    try:
+        late = _wait_for("three scheduled runs", three_scheduled, 60, [prefect_server.log])
+        down = datetime.now(UTC) - timedelta(minutes=10)
+        for minutes, flow_run in zip((1, 2, 3), late, strict=True):
+            _make_due(http, flow_run, down + timedelta(minutes=minutes))
+        runs = [FlowRun.model_validate(http.get(f"/flow_runs/{run['id']}").json()) for run in late]
+        assert all(run.expected_start_time > down + timedelta(minutes=3) for run in runs[1:])  # type: ignore[operator]
+        paths = run_paths(tmp_path / "runs", "hourly")
+        with temporary_settings({PREFECT_API_URL: prefect_server.api}):
+            reasons = [_caught_up(paths, run, "latest") for run in runs]
+    finally:
+        http.delete(f"/deployments/{deployment_id}")
+    first, second, last = reasons
+    assert first is not None and second is not None and last is None, reasons
+    assert f"a later run of this deployment ({runs[2].name}, due " in second
+    assert "(catch_up: latest)" in first
