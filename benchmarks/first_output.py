@@ -62,7 +62,7 @@ def one_run(folder: Path) -> tuple[float, float, float]:
         now = time.monotonic() - started
         first_byte = first_byte if first_byte is not None else now
         screen += chunk
-        if first_frame is None and b"done/total" in screen:  # the live table's header
+        if first_frame is None and b"finished/total" in screen:  # the live table's header
             first_frame = now
     process.wait()
     os.close(leader)
