@@ -224,6 +224,13 @@ class Budget:
         with self._lock:
             return self._in_flight(None)
 
+    def period_use(self) -> list[tuple[PeriodCap, Decimal]]:
+        """Each period budget with what counts against it now, as ``_refusal`` counts it: spent in
+        the period before this execution and since, plus the worst cases held in flight."""
+        with self._lock:
+            held = self._spent - self._spent_at_start + self._in_flight(None)
+            return [(cap, cap.spent_before + held) for cap in self.periods]
+
     def in_flight_for(self, job: str | None) -> Decimal:
         """Worst cases held for the job's calls in flight (None: every job's)."""
         with self._lock:

@@ -154,7 +154,10 @@ class RunSpendGuard:
             unknown = self._unknown
         budget = self.budget
         shards = shard_split(self.store.path.parent)
-        return SpendFigures(budget.spent - unknown, unknown, budget.in_flight, budget.run_limit, shards)
+        periods = tuple((cap.name, cap.limit, used) for cap, used in budget.period_use())
+        return SpendFigures(
+            budget.spent - unknown, unknown, budget.in_flight, budget.run_limit, shards, periods
+        )
 
     def reserved_for(self, key: str) -> Decimal | None:
         """The worst case held for a call in flight (telemetry puts it on the request's span)."""

@@ -275,16 +275,21 @@ def money_text(snapshot: Snapshot) -> str:
     projected = projection(snapshot)
     if projected is not None:
         parts.append(f"projected {_usd(projected)}")
-    if money.budget_usd is None:
+    if money.budget_usd is None and not money.periods:
         parts.append("no budget")
-    else:
+    if money.budget_usd is not None:
         used = money.spent_usd + money.unknown_usd + money.reserved_usd
-        share = 100 * used / money.budget_usd if money.budget_usd else Decimal(100)
         whose = f"this shard's 1/{money.shards} of the run's, " if money.shards > 1 else ""
-        parts.append(f"budget {_usd(money.budget_usd)} ({whose}{share:.1f}% used)")
+        parts.append(f"budget {_usd(money.budget_usd)} ({whose}{_share(used, money.budget_usd)} used)")
         if projected is not None and projected > money.budget_usd:
             parts.append("WARNING: the projection exceeds the budget")
+    for name, limit, used in money.periods:
+        parts.append(f"{name} budget {_usd(limit)} ({_share(used, limit)} used)")
     return " · ".join(parts)
+
+
+def _share(used: Decimal, limit: Decimal) -> str:
+    return f"{100 * used / limit if limit else Decimal(100):.1f}%"
 
 
 def projection(snapshot: Snapshot) -> Decimal | None:

@@ -76,6 +76,9 @@ class SpendFigures:
     # A shard's execution holds 1/shards of the run's budget (its spend counts the run's other
     # stores' share, docs/costs.md); 1 for the run's own store.
     shards: int = 1
+    # Each period budget (execution, day, week, month) as the live line shows it: its name as a
+    # person reads it, its limit and what counts against it now (spent in the period and held).
+    periods: tuple[tuple[str, Decimal, Decimal], ...] = ()
 
 
 @runtime_checkable

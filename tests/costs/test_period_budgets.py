@@ -43,7 +43,13 @@ def test_a_period_counts_what_it_spent_before_and_what_this_execution_spends() -
 
     budget = Budget(spent=D("7"), periods=caps)  # 7 USD spent by the run before (other days)
     assert budget.reserve("a", "job", D("0.45")) is None
+    # The live line's figures count as the refusal does: the worst case held counts while in flight.
+    assert [(cap.period, used) for cap, used in budget.period_use()] == [
+        ("execution", D("0.45")),
+        ("day", D("0.75")),
+    ]
     budget.settle("a", "job", D("0.45"))
+    assert [used for _, used in budget.period_use()] == [D("0.45"), D("0.75")]
     refusal = budget.reserve("b", "job", D("0.10"))
     assert refusal is not None and refusal.whole_run and refusal.scope == "execution"
     message = refusal.message("job/b")

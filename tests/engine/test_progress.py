@@ -93,6 +93,22 @@ def test_the_display_warns_when_the_projection_exceeds_the_budget() -> None:
     )
 
 
+def test_the_display_shows_each_period_budget_and_its_share_used() -> None:
+    """A nightly run capped per execution and per day: the live line says where each cap stands."""
+    periods = (
+        ("execution", Decimal("2"), Decimal("0.5")),
+        ("day 2026-11-26 (UTC)", Decimal("5"), Decimal("4.5")),
+    )
+    money = SpendFigures(Decimal("0.5"), Decimal(0), Decimal(0), None, periods=periods)
+
+    text = money_text(replace(SNAPSHOT, money=money))
+
+    assert "no budget" not in text
+    assert text.endswith(
+        "execution budget $2.0000 (25.0% used) · day 2026-11-26 (UTC) budget $5.0000 (90.0% used)"
+    )
+
+
 def test_finished_is_not_done_uncertain_items_are_said() -> None:
     """A kill left 16 videos uncertain: the line said "total 30/30 (100.0%)" as if all were made."""
     snapshot = replace(
