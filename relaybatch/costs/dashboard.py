@@ -31,6 +31,10 @@ from relaybatch.costs.report import display_usd
 from relaybatch.costs.run_budgets import BudgetUse
 from relaybatch.files import write_text_atomically
 
+# A horizontal legend's room in a chart card: its width, and the width of one entry's mark and of a
+# character of its name (plotly's 12 px font), and the height of a row.
+LEGEND_WIDTH_PX, LEGEND_MARK_PX, LEGEND_CHAR_PX, LEGEND_ROW_PX = 520, 45, 7, 21
+
 PALETTE = ("#2f6fdf", "#1f9d74", "#d9822b", "#b04fc2", "#c23b4f", "#5a6b7d", "#8a9a2b", "#2bb0c2")
 
 STYLE = """
@@ -51,7 +55,8 @@ section { background: #fff; border: 1px solid #dde3ec; border-radius: 8px; paddi
 .budgets th:first-child, .budgets td:first-child { text-align: left; }
 """
 
-# After every chart is drawn: mark each with what the SVG holds; record any script error.
+# After every chart is drawn: mark each with what the SVG holds, and with ``data-layout-problems``
+# where it spills out of its box or its legend covers its axis title; record any script error.
 DRAW_SCRIPT = """
 window.addEventListener("error", (e) => { document.body.dataset.errors =
   (document.body.dataset.errors || "") + (e.message || "error") + "\\n"; });
@@ -62,6 +67,16 @@ Promise.all(Object.entries(window.RELAYBATCH_CHARTS).map(([name, figure]) =>
   for (const chart of charts) {
     chart.dataset.drawnPoints = chart.querySelectorAll(".point, .scatterlayer .trace path.js-line").length;
     chart.dataset.traces = chart.data.length;
+    const problems = [], box = chart.getBoundingClientRect();
+    const drawn = chart.querySelector("svg.main-svg");
+    if (drawn && drawn.getBoundingClientRect().height > box.height + 1) problems.push("taller than its box");
+    const legend = chart.querySelector(".legend"), title = chart.querySelector(".g-xtitle");
+    if (legend && title && title.getBoundingClientRect().height) {
+      const a = legend.getBoundingClientRect(), b = title.getBoundingClientRect();
+      if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)
+        problems.push("legend over the axis title");
+    }
+    if (problems.length) chart.dataset.layoutProblems = problems.join("; ");
   }
   document.body.dataset.chartsDrawn = charts.length;
 });
@@ -359,7 +374,13 @@ def spend_by_day(totals: Mapping[tuple[str, str], Decimal], what: str) -> go.Fig
                 hovertemplate=f"%{{x}}<br>{escape(name)}: %{{text}}<extra></extra>",
             )
         )
-    legend = {"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top", "title": {"text": what}}
+    # The legend goes under the axis title, one row per few names (as many as fit a card's width at
+    # the longest name), and the figure grows by its rows: a fixed margin let 12 job names run over
+    # the axis title.
+    per_row = max(1, LEGEND_WIDTH_PX // (LEGEND_MARK_PX + LEGEND_CHAR_PX * max(len(name) for name in names)))
+    bottom = 75 + LEGEND_ROW_PX * math.ceil((len(names) + 1) / per_row)  # + 1: the legend's title
+    plot = 200
+    legend = {"orientation": "h", "x": 0, "y": -58 / plot, "yanchor": "top", "title": {"text": what}}
     return go.Figure(
         traces,
         _layout(
@@ -367,7 +388,8 @@ def spend_by_day(totals: Mapping[tuple[str, str], Decimal], what: str) -> go.Fig
             xaxis={"type": "category", "title": "day (UTC)"},
             yaxis={"title": "USD", "rangemode": "tozero"},
             legend=legend,
-            margin={"l": 60, "r": 20, "t": 30, "b": 110},
+            margin={"l": 60, "r": 20, "t": 30, "b": bottom},
+            height=30 + plot + bottom,
         ),
     )
 
@@ -503,9 +525,17 @@ def _section(name: str, title: str, figure: go.Figure | None) -> str:
     body = (
         f'<div class="empty" data-chart="{name}" data-empty="true">No data yet</div>'
         if figure is None
-        else f'<div class="chart" data-chart="{name}" role="img" aria-label="{escape(title)}"></div>'
+        else f'<div class="chart" data-chart="{name}" role="img" aria-label="{escape(title)}"'
+        f"{_height_style(figure)}></div>"
     )
     return f"<section><h2>{escape(title)}</h2>{body}</section>"
+
+
+def _height_style(figure: go.Figure) -> str:
+    """A figure that sets its own height (one bar a name, a legend of many names) gets a box of that
+    height: in the page's fixed 320 px box it spilled over the card below."""
+    height = figure.layout.height
+    return "" if height is None else f' style="height: {int(height)}px"'
 
 
 def _script_json(value: Any) -> str:

@@ -8,12 +8,13 @@ import re
 import signal
 import subprocess
 import time
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cost_builders import fill_cost_store, sample_rows, write_checkpoint_events
+from cost_builders import CHAT_PRICES, START, build_row, fill_cost_store, sample_rows, write_checkpoint_events
 from PIL import Image
 
 from relaybatch.costs.dashboard import PALETTE, write_dashboard
@@ -210,6 +211,40 @@ def test_dashboard_charts_draw_in_headless_chromium(chromium: Path, dashboard: P
     assert blue_pixels > 2000, "the charts' bars and line did not draw"
 
     assert _wait_until_gone(str(profile)) == [], "Chromium processes outlived the test"
+
+
+def test_charts_of_many_long_names_stay_in_their_cards(chromium: Path, tmp_path: Path) -> None:
+    """Twelve jobs with long names: each bar chart and its legend fit the chart's card (the spend
+    by job chart spilled over the card below it, and the day chart's legend covered its axis title)."""
+    from relaybatch.cost_model import price_call
+    from relaybatch.cost_model.usage import UsageCounts
+    from relaybatch.costs.dashboard_data import DashboardData
+    from relaybatch.costs.ledger import flat_record
+
+    data = DashboardData(["nightly"])
+    for index in range(12):
+        usage = UsageCounts(input_tokens=1000 * (index + 1), output_tokens=200)
+        row = build_row(
+            run="nightly",
+            job=f"summarise-paragraphs-of-section-{index:02d}",
+            item_id=f"p{index}",
+            item_key=f"key{index:03d}",
+            kind="chat",
+            model=f"relay-chat-model-{index % 6}",
+            provider=None,
+            usage=usage,
+            cost=price_call(CHAT_PRICES, usage),
+            charged_at=START + timedelta(hours=index * 5),
+            latency_seconds=0.2,
+        )
+        data.add_charge(flat_record(row))
+    page = write_dashboard(data, tmp_path / "dashboard.html", "relaybatch: nightly")
+
+    dom, log = run_chromium(chromium, tmp_path / "chromium-profile", "--dump-dom", page.as_uri())
+
+    assert "data-charts-drawn=" in dom, log[-3000:]
+    problems = re.findall(r'data-chart="([^"]+)"[^>]*data-layout-problems="([^"]*)"', dom)
+    assert problems == [], problems
 
 
 def test_a_budget_that_stopped_work_is_marked_stopped_with_what_it_needed() -> None:
