@@ -2,11 +2,13 @@
 
 The API for flows is documented at the top of docs/engine.md. Code outside the engine imports this
 face, or the store's own (``relaybatch.engine.store``); the other modules are internal: ``runner.py``
-(the feeder, workers and sending), ``poller.py`` and ``poll_plan.py`` (async kinds), ``kinds.py``
-(per-kind calls), ``states.py`` (the item state machine), ``limiter.py``, ``progress.py``,
-``writer.py`` (group commits), ``outcomes.py``, ``spend.py`` (the spend seam), ``normalize.py``,
-``result_columns.py`` and ``outputs.py`` (results Parquet), ``media.py``, ``reasks.py``,
-``render_slots.py``, ``send_windows.py``, ``stop_waits.py``, ``collection.py``, ``resume.py``.
+(the feeder, workers and sending), ``execution_settings.py`` (its settings and summary),
+``send_failures.py`` (what a failed send leaves), ``execution_progress.py`` (its figures),
+``poller.py`` and ``poll_plan.py`` (async kinds), ``kinds.py`` (per-kind calls), ``states.py``
+(the item state machine), ``limiter.py``, ``progress.py``, ``writer.py`` (group commits),
+``outcomes.py``, ``spend.py`` (the spend seam), ``normalize.py``, ``result_columns.py`` and
+``outputs.py`` (results Parquet), ``media.py``, ``reasks.py``, ``render_slots.py``,
+``send_windows.py``, ``stop_waits.py``, ``collection.py``, ``resume.py``.
 """
 
 from relaybatch.engine.limiter import AdaptiveTokenBucket

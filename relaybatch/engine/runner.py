@@ -14,92 +14,45 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from relaybatch.engine.collection import fewer_collections
+from relaybatch.engine.execution_progress import LimiterEvents, snapshot_of
+from relaybatch.engine.execution_settings import (
+    REPORT_EVERY_SECONDS,
+    STOPPED_BEFORE_SEND,
+    USER_STOP_MESSAGE,
+    EngineSettings,
+    Hook,
+    RunSummary,
+)
 from relaybatch.engine.kinds import CALLS, Finished, KindNotAvailable, Submitted
 from relaybatch.engine.media import MediaFiles
-from relaybatch.engine.outcomes import (
-    STOP_BILLING_MESSAGE,
-    STOP_RUN_MESSAGE,
-    Verdict,
-    verdict_for,
-)
 from relaybatch.engine.poll_plan import RenderSettings
-from relaybatch.engine.poller import Poller, PollSettings
-from relaybatch.engine.progress import ProgressReporter, Snapshot, kind_totals, limiter_figures
-from relaybatch.engine.reasks import OutputCheck, settle_structured
-from relaybatch.engine.render_slots import LocalRenderSlots, RenderSlots, is_concurrency_refusal, named_cap
-from relaybatch.engine.resume import UncertainPolicy, mark_interrupted_sends, prepare_resume
-from relaybatch.engine.spend import BilledCall, ReportsSpend, SpendGuard
+from relaybatch.engine.poller import Poller
+from relaybatch.engine.progress import ProgressReporter, Snapshot, kind_totals
+from relaybatch.engine.reasks import settle_structured
+from relaybatch.engine.render_slots import LocalRenderSlots, RenderSlots
+from relaybatch.engine.resume import mark_interrupted_sends, prepare_resume
+from relaybatch.engine.send_failures import record_error
+from relaybatch.engine.spend import BilledCall, SpendGuard
 from relaybatch.engine.states import (
     DONE,
     FAILED,
-    LIMITER_EVENT,
     PENDING,
     POLLING,
-    RETRY_SEND,
     SENDING,
     SUBMITTED,
     TERMINAL_STATES,
-    UNCERTAIN,
 )
 from relaybatch.engine.stop_waits import StopWaits
 from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_ms
 from relaybatch.engine.writer import GroupCommit
-from relaybatch.gateway import APIStatusError, GatewayClient, GatewayError, UnexpectedResponse
-from relaybatch.gateway.retry import RetryPolicy, retry_delay
+from relaybatch.gateway import GatewayClient, GatewayError
 from relaybatch.gateway.sending import SEND_TIMING, SendTiming
 from relaybatch.limiting import WatchedLimiter
-
-Hook = Callable[[str, str], None]
-"""Called as hook(point, item_key) at each step; points, in order for a billed create: reserved
-(the budget admitted it), sending_committed (reservation and `sending` durable; the send follows),
-answered, settled (the charge priced and queued; durable with the next commit), result_committed;
-for polls: poll_sending, poll_answered, poll_committed. Tests raise from it, or kill, to crash."""
-
-# The display's refresh: well under a second, so the screen answers as soon as the run starts.
-REPORT_EVERY_SECONDS = 0.5
-
-STOPPED_BEFORE_SEND = "stopped before its request left: not sent, not billed"
-
-USER_STOP_MESSAGE = "stopped on request: submitted work was checkpointed; run the manifest again to resume"
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """How an execution behaves; every field has a default that suits a batch run."""
-
-    concurrency: int = 64
-    # The one attempt budget and back-off for every item (None: the client's policy, which the
-    # RELAYBATCH_RETRY__* settings set). The engine owns these retries; the client makes one try.
-    retry: RetryPolicy | None = None
-    uncertain_policy: UncertainPolicy = "report"
-    cancel_remote_on_stop: bool = False
-    poll: PollSettings = field(default_factory=PollSettings)
-    page_size: int = 1000
-    # Structured jobs by name: the schema each answer is checked against, and its re-asks (reasks.py).
-    outputs: dict[str, OutputCheck] = field(default_factory=dict)
-    # Per job: expected render time, render deadline and what happens past it (poll_plan.py).
-    renders: RenderSettings = field(default_factory=RenderSettings)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    sent: int
-    counts: dict[str, int]
-    stopped: str | None = None
-    spent_usd: Decimal | None = None
-    # Jobs whose own budget refused a call: they stopped submitting (their items left pending),
-    # the run's other jobs went on. Each with the budget's message; also part of ``stopped``.
-    jobs_stopped: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def uncertain(self) -> int:
-        return self.counts.get(UNCERTAIN, 0)
 
 
 class Execution:
@@ -133,6 +86,19 @@ class Execution:
         self.queued: set[str] = set()
         self.sent = 0
         self.in_flight = 0
+        self._stops_and_waits()
+        self.spent = Decimal(0)
+        self.priced = False
+        self.finished: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.poller = Poller(self, settings.poll, limiter, settings.renders)
+        self.stuck_stopped: str | None = None
+        self._render_slots(settings.renders, slots)
+        self.limiter = limiter
+        self._figures_at_start(store)
+
+    def _stops_and_waits(self) -> None:
+        """Why submissions stopped (the run, billing, a job's budget), and who waits for what."""
         self.billing_stopped: str | None = None
         self.run_stopped: str | None = None
         self.jobs_stopped: dict[str, str] = {}
@@ -146,25 +112,23 @@ class Execution:
         # Workers waiting for the limiter's token (their items still pending); a stop ends them.
         self.submit_waits = StopWaits()
         self.waiting_for_token = 0
-        self.spent = Decimal(0)
-        self.priced = False
-        self.finished: dict[str, int] = {}
-        self.started = time.monotonic()
-        self.poller = Poller(self, settings.poll, limiter, settings.renders)
-        self.stuck_stopped: str | None = None
-        renders = settings.renders
+
+    def _render_slots(self, renders: RenderSettings, slots: RenderSlots | None) -> None:
+        """Caps on renders in flight (per job, per model) and the jobs waiting for a slot."""
         per_job = {job: own.max_in_flight for job, own in renders.jobs.items() if own.max_in_flight}
         self.slots: RenderSlots = slots or LocalRenderSlots(per_job, renders.max_in_flight_per_model)
         # Jobs whose next render waits for a slot (render_slots.py): fed again when one frees.
         self.jobs_waiting_slot: set[str] = set()
         self.slot_freed = asyncio.Event()
         self.concurrency_refusals = 0
+
+    def _figures_at_start(self, store: CheckpointStore) -> None:
+        """What the progress figures count from: the open items and kinds at the start, no retries."""
         counts = store.count_by_state()
         self.open_at_start = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
-        self.limiter = limiter
         self.retries = 0
         self.tries: dict[str, int] = {}  # sends this execution of items that needed a retry
-        self.limiter_recorded: dict[str, Any] | None = None
+        self.limiter_events = LimiterEvents(store)
         self.kinds_at_start = kind_totals(store)
 
     # -- orchestration ----------------------------------------------------------------------
@@ -191,7 +155,7 @@ class Execution:
             await self.poller.cancel_remote()
             self.writer.flush()
         last = self.snapshot()
-        self._record_limiter(last)
+        self.limiter_events.record(last)
         if self.progress:
             self.progress.finish(last)
 
@@ -201,7 +165,7 @@ class Execution:
         self.submit_waits.interrupt()
         self.poller.token_waits.interrupt()
 
-    def _stop_billing(self, message: str) -> None:
+    def stop_billing(self, message: str) -> None:
         """No new billed submission: the workers waiting for a token or for room give their items back."""
         self.billing_stopped = self.billing_stopped or message
         self.submit_waits.interrupt()
@@ -349,11 +313,11 @@ class Execution:
             # The reservation is committed with (just before) this write: durable before the send.
             await self.writer.write(Change(row.key, SENDING, {"attempts": attempt}))
         except BaseException:
-            self._release(call)  # never sent
+            self.release(call)  # never sent
             raise
         if not self.submitting:
             # Stopped during the commit: nothing has left, so the item goes back, unbilled.
-            self._release(call)
+            self.release(call)
             await self.writer.write(Change(row.key, PENDING, {"attempts": row.attempts}, STOPPED_BEFORE_SEND))
             return False
         self.hook("sending_committed", row.key)
@@ -370,27 +334,32 @@ class Execution:
         if isinstance(outcome, Finished):
             await self.finish_done(row, outcome.result, latency_ms, waited_ms, cost)
         else:
-            assert isinstance(outcome, Submitted)
-            fields = {
-                "remote_id": outcome.remote_id,
-                "result": outcome.result,
-                "latency_ms": latency_ms,
-                "limiter_wait_ms": waited_ms,
-                "submitted_at": now_ms(),
-                "cost_usd": cost,
-            }
-            await self.writer.write(Change(row.key, SUBMITTED, fields))
-            self.poller.add(
-                row.key,
-                row.kind,
-                outcome.remote_id,
-                SUBMITTED,
-                request=row.request,
-                job=row.job,
-                name=row.item_id,
-            )
+            await self._submitted(row, outcome, latency_ms, waited_ms, cost)
         self.hook("result_committed", row.key)
         return isinstance(outcome, Submitted)
+
+    async def _submitted(
+        self, row: Row, outcome: Submitted, latency_ms: float, waited_ms: float, cost: Decimal | None
+    ) -> None:
+        """A create that started remote work: the item is submitted, and the poller follows it."""
+        fields = {
+            "remote_id": outcome.remote_id,
+            "result": outcome.result,
+            "latency_ms": latency_ms,
+            "limiter_wait_ms": waited_ms,
+            "submitted_at": now_ms(),
+            "cost_usd": cost,
+        }
+        await self.writer.write(Change(row.key, SUBMITTED, fields))
+        self.poller.add(
+            row.key,
+            row.kind,
+            outcome.remote_id,
+            SUBMITTED,
+            request=row.request,
+            job=row.job,
+            name=row.item_id,
+        )
 
     async def finish_done(
         self, row: Row, result: dict[str, Any], latency_ms: float, waited_ms: float, cost: Decimal | None
@@ -415,7 +384,7 @@ class Execution:
         finally:
             self.waiting_for_token -= 1
         if not taken or not self.submitting:
-            self._release(call)
+            self.release(call)
             return False
         return True
 
@@ -431,10 +400,10 @@ class Execution:
             outcome = await calls.submit(self.client, request, MediaFiles(self.run_dir, row.key))
         except GatewayError as error:
             self.hook("answered", row.key)
-            await self._record_error(row, call, call.attempt, error)
+            await record_error(self, row, call, call.attempt, error)
             return None
         except KindNotAvailable as error:
-            self._release(call)
+            self.release(call)
             await self.writer.write(
                 Change(row.key, FAILED, {"last_error": str(error), "attempts": row.attempts})
             )
@@ -451,71 +420,6 @@ class Execution:
         # row and the results row show the same numbers.
         latency_ms = (time.monotonic() - (timing.last_sent_at or started)) * 1000.0
         return outcome, latency_ms, timing.limiter_wait_seconds * 1000.0
-
-    async def _record_error(self, row: Row, call: BilledCall, attempt: int, error: GatewayError) -> None:
-        verdict = verdict_for(error)
-        reason = str(error)
-        if verdict is Verdict.UNCERTAIN:
-            cost = self.settle(call, None)
-            await self.writer.write(
-                Change(row.key, UNCERTAIN, {"last_error": reason, "cost_usd": cost}, reason)
-            )
-            self.count_finished(row.kind, UNCERTAIN)
-            return
-        if isinstance(error, UnexpectedResponse):
-            # Answered with success, so billed, but unreadable: charged and failed, never resent.
-            cost = self.settle(call, None)
-            await self.writer.write(Change(row.key, FAILED, {"last_error": reason, "cost_usd": cost}, reason))
-            self.count_finished(row.kind, FAILED)
-            return
-        self._release(call)
-        if await self._waits_for_a_slot(row, error, reason):
-            return
-        if verdict is Verdict.STOP_BILLING or verdict is Verdict.STOP_RUN:
-            # Not processed, not billed: back to pending.
-            if verdict is Verdict.STOP_BILLING:
-                self._stop_billing(STOP_BILLING_MESSAGE)
-            else:
-                self.run_stopped = self.run_stopped or STOP_RUN_MESSAGE
-                self.stop.set()
-            # The request was sent, so it counts in `attempts`; it is not one of this execution's tries.
-            await self.writer.write(Change(row.key, PENDING, {"last_error": reason}, reason))
-            return
-        # `attempts` counts every request sent for the item, across executions; the attempt budget
-        # (max_attempts) is per execution, counted here for the items that needed a retry.
-        tries = self.tries[row.key] = self.tries.get(row.key, 0) + 1
-        if verdict is Verdict.RETRY and tries < self.retry.max_attempts:
-            headers = error.headers if isinstance(error, APIStatusError) else {}
-            delay = retry_delay(tries, self.retry, headers, self.rng.random())
-            fields = {"last_error": reason, "not_before": epoch() + delay}
-            await self.writer.write(Change(row.key, PENDING, fields, reason))
-            self.retries += 1
-            return
-        retryable = verdict is Verdict.RETRY
-        if retryable:
-            reason = f"gave up after {tries} attempts: {reason}"
-        fields = {"last_error": reason, "retryable": RETRY_SEND if retryable else None}
-        await self.writer.write(Change(row.key, FAILED, fields, reason))
-        self.count_finished(row.kind, FAILED)
-
-    async def _waits_for_a_slot(self, row: Row, error: GatewayError, reason: str) -> bool:
-        """A render's create refused for concurrency (render_slots.py) while this run has renders
-        of the model in flight: learn the cap, and the item goes back to wait for a slot (not a
-        blind retry: a slot frees only when a render ends). True when that is what happened."""
-        if not (
-            isinstance(error, APIStatusError) and CALLS[row.kind].is_async and is_concurrency_refusal(error)
-        ):
-            return False
-        model = str(row.request.get("model") or "")
-        others = self.slots.in_flight(model) - 1  # this create still holds its own slot here
-        if others <= 0:
-            return False  # nothing of ours will free a slot: retried with back-off as any 429
-        self.slots.learn(model, named_cap(error) or others)
-        self.concurrency_refusals += 1
-        why = f"waits for a render slot: {reason}"
-        await self.writer.write(Change(row.key, PENDING, {"last_error": why}, why))
-        self.jobs_waiting_slot.add(row.job)
-        return True
 
     # -- spend seam --------------------------------------------------------------------------
 
@@ -536,7 +440,7 @@ class Execution:
                     self.jobs_stopped.setdefault(refused.job, refused.message)  # only this job stops
                 return False
             if not refused.may_fit_later:
-                self._stop_billing(refused.message)
+                self.stop_billing(refused.message)
                 return False
             self.waiting_for_room += 1
             try:
@@ -570,7 +474,7 @@ class Execution:
             self.priced = True
         return cost
 
-    def _release(self, call: BilledCall) -> None:
+    def release(self, call: BilledCall) -> None:
         if self.spend is not None:
             self.spend.release(call)
             self._reservation_ended(call.job)
@@ -597,42 +501,15 @@ class Execution:
         self.finished[name] = self.finished.get(name, 0) + 1
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(
-            finished=dict(self.finished),
-            in_flight=self.in_flight - self.waiting_for_room - self.waiting_for_token,
-            polling=self.poller.waiting,
-            elapsed=time.monotonic() - self.started,
-            spent_usd=self.spent if self.priced else None,
-            stopped=self.stop_reason,
-            remaining=max(0, self.open_at_start - sum(self.finished.values())),
-            kinds=self.kinds_at_start,
-            queued=self.queue.qsize(),
-            retries=self.retries,
-            money=self.spend.figures() if isinstance(self.spend, ReportsSpend) else None,
-            stuck=self.poller.stuck_lines(),
-            **limiter_figures(self.limiter),
-        )
+        return snapshot_of(self)
 
     async def _report(self) -> None:
         while True:
             snapshot = self.snapshot()
             if self.progress is not None:
                 self.progress.update(snapshot)
-            self._record_limiter(snapshot)
+            self.limiter_events.record(snapshot)
             await asyncio.sleep(REPORT_EVERY_SECONDS)
-
-    def _record_limiter(self, snapshot: Snapshot) -> None:
-        """A checkpoint event when the limit or the 429 count changed, for the dashboard's timeline."""
-        if snapshot.limit_source is None:
-            return
-        figures = {
-            "rpm": snapshot.limit_rpm,
-            "source": snapshot.limit_source,
-            "rate_limited": snapshot.rate_limited,
-        }
-        if figures != self.limiter_recorded:
-            self.limiter_recorded = figures
-            self.store.record_run_event(LIMITER_EVENT, figures)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -656,10 +533,7 @@ async def execute(
     slots: RenderSlots | None = None,
 ) -> RunSummary:
     """Drive every item of the store to a terminal state (or to a resumable stop); see docs/engine.md."""
-    settings = settings or EngineSettings(concurrency=concurrency)
-    stored_policy = store.run_settings().get("uncertain_policy")
-    if settings.uncertain_policy == "report" and stored_policy == "resend":
-        settings = EngineSettings(**{**settings.__dict__, "uncertain_policy": "resend"})
+    settings = _with_stored_policy(store, settings or EngineSettings(concurrency=concurrency))
     # Recorded first: an execution with a start and no end is one whose process died.
     store.record_start()
     prepare_resume(store, settings.uncertain_policy)
@@ -686,6 +560,19 @@ async def execute(
         if len({type(leaf) for leaf in leaves}) == 1:
             raise leaves[0] from None
         raise
+    return _summary(store, execution)
+
+
+def _with_stored_policy(store: CheckpointStore, settings: EngineSettings) -> EngineSettings:
+    """The run's stored ``uncertain: resend`` wins over the default ``report``."""
+    stored_policy = store.run_settings().get("uncertain_policy")
+    if settings.uncertain_policy == "report" and stored_policy == "resend":
+        return EngineSettings(**{**settings.__dict__, "uncertain_policy": "resend"})
+    return settings
+
+
+def _summary(store: CheckpointStore, execution: Execution) -> RunSummary:
+    """The execution's end recorded (why it stopped, what it sent) and summed up."""
     pending_by_job = {job: counts.get(PENDING, 0) for job, counts in store.count_by_job_and_state().items()}
     stopped = execution.stop_reason_with(pending_by_job)
     store.record_stop(stopped, sent=execution.sent)
