@@ -4,11 +4,11 @@ terminal views. The cost model they all price with (usage, prices, worst case, e
 budget arithmetic) is ``relaybatch.cost_model``, below the engine.
 
 Code outside imports this face; the modules are internal: ``guard.py`` (the spend guard),
-``ledger.py`` (the cost store and the ledger Parquet), ``run.py`` (a run's guard and budgets),
-``run_budgets.py`` (budgets as stored, shards' shares), ``plan.py`` (`relaybatch plan`),
-``observed.py`` (earlier answers' lengths), ``periods.py`` (period budgets as people read them),
-``grouping.py`` (`report --by`), ``reconcile.py``, ``report.py``, ``dashboard_data.py``,
-``dashboard.py`` (plotly) and ``terminal.py`` (`relaybatch report`)."""
+``ledger/`` (the cost store and the ledger Parquet; a package whose face lists its modules),
+``run.py`` (a run's guard and budgets), ``run_budgets.py`` (budgets as stored, shards' shares),
+``plan.py`` (`relaybatch plan`), ``observed.py`` (earlier answers' lengths), ``periods.py``
+(period budgets as people read them), ``grouping.py`` (`report --by`), ``reconcile.py``,
+``report.py``, ``dashboard_data.py``, ``dashboard.py`` (plotly) and ``terminal.py`` (`relaybatch report`)."""
 
 from relaybatch.costs.dashboard import render_dashboard, write_dashboard
 from relaybatch.costs.guard import RunSpendGuard, open_spend_guard

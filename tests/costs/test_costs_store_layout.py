@@ -13,14 +13,13 @@ from typing import Any
 
 from cost_builders import START, sample_rows, unknown_video_row
 
+from relaybatch.cost_model import CallCost, UsageCounts
 from relaybatch.costs import CostStore
 from relaybatch.costs.ledger import (
     RESERVED,
     SCHEMA_VERSION,
     UNKNOWN,
-    CallCost,
     LedgerRow,
-    UsageCounts,
     flat_record,
     write_ledger,
 )
