@@ -22,13 +22,19 @@ def _profiles_path() -> Path:
 
 def configured_api_url() -> str | None:
     """The Prefect API URL this process would report to, or None (no server configured)."""
-    if "PREFECT_API_URL" in os.environ:
-        return os.environ["PREFECT_API_URL"].strip() or None
+    return configured_setting("PREFECT_API_URL")
+
+
+def configured_setting(name: str) -> str | None:
+    """A Prefect setting (``PREFECT_API_URL``, ``PREFECT_API_KEY``, ``PREFECT_API_AUTH_STRING``) from
+    the environment or the active profile; None when unset or blank."""
+    if name in os.environ:
+        return os.environ[name].strip() or None
     try:
         profiles = tomllib.loads(_profiles_path().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
     active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
     profile = (profiles.get("profiles") or {}).get(active) or {}
-    url = profile.get("PREFECT_API_URL")
-    return str(url).strip() or None if url else None
+    value = profile.get(name)
+    return str(value).strip() or None if value else None

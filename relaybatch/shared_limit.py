@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -46,6 +47,18 @@ LOCKED = 423
 SLOTS_PER_REQUEST = 100
 
 Lease = Callable[[int], Awaitable[None]]
+
+# While the server cannot be reached, a billed send asks for a lease again this often.
+UNREACHABLE_RETRY_SECONDS = 1.0
+
+
+def server_unreachable(error: BaseException) -> bool:
+    """The Prefect server did not answer: refused, timed out, cut off, or a 5xx."""
+    import httpx
+
+    if isinstance(error, httpx.TransportError | OSError):
+        return True
+    return isinstance(error, httpx.HTTPStatusError) and error.response.status_code >= 500
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,7 @@ class SharedLimiter:
         lease: Lease,
         local: Limiter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.limit = limit
         self._lease = lease
@@ -215,12 +229,25 @@ class SharedLimiter:
         self.tokens_leased = 0
         self.tokens_dropped = 0
         self.lease_wait_seconds = 0.0
+        self.unreachable_since: float | None = None  # the server did not answer a lease since then
+        self._sleep = sleep
 
     @property
     def tokens_held(self) -> int:
         return self._tokens
 
     async def acquire(self, purpose: RequestPurpose = "submit") -> None:
+        while not await self._shared_token(purpose):
+            await self._sleep(UNREACHABLE_RETRY_SECONDS)  # a billed send waits for the server
+        if self._local is not None:
+            await self._local.acquire(purpose)
+
+    async def _shared_token(self, purpose: RequestPurpose) -> bool:
+        """A token of the shared bucket; False when the server cannot be reached and ``purpose``
+        is a billed send. A poll then goes on without one: paid work is never held up by the
+        server, and the in-process bucket still paces it (and slows on a 429)."""
+        if self.unreachable_since is not None and purpose != "submit":
+            return True
         async with self._lock:
             if self._tokens and self._clock() - self._leased_at > self.limit.token_ttl:
                 self.tokens_dropped += self._tokens
@@ -228,15 +255,43 @@ class SharedLimiter:
             if not self._tokens:
                 block = self.limit.block_size
                 asked_at = self._clock()
-                await self._lease(block)
+                try:
+                    await self._lease(block)
+                except Exception as error:
+                    if not server_unreachable(error):
+                        raise
+                    self._went_unreachable(error)
+                    return purpose != "submit"
+                self._came_back()
                 self.lease_wait_seconds += self._clock() - asked_at
                 self._tokens = block
                 self._leased_at = self._clock()
                 self.leases += 1
                 self.tokens_leased += block
             self._tokens -= 1
-        if self._local is not None:
-            await self._local.acquire(purpose)
+        return True
+
+    def _went_unreachable(self, error: Exception) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = self._clock()
+            print(
+                f"shared limit {self.limit.name!r}: the Prefect server cannot be reached "
+                f"({type(error).__name__}): no new billed request is sent until it answers; polls of "
+                "work already paid go on at this process's own pace",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _came_back(self) -> None:
+        if self.unreachable_since is not None:
+            down = self._clock() - self.unreachable_since
+            self.unreachable_since = None
+            print(
+                f"shared limit {self.limit.name!r}: the Prefect server answers again after {down:.0f} s: "
+                "sending resumes",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def observe(
         self,

@@ -98,10 +98,14 @@ class RunSpendGuard:
 
     # -- the engine's seam ------------------------------------------------------------------
 
+    def worst_case(self, call: Call) -> Decimal | None:
+        """What ``reserve`` holds for the call: the most it can cost (None: unbounded, not known)."""
+        return worst_case_usd(call.kind, call.request, self._prices(call))
+
     def reserve(self, call: Call) -> bool:
         """Admit the call under the budget and queue its reservation row (durable with the next
         commit, which the engine makes before it marks the item sending and sends it)."""
-        worst = worst_case_usd(call.kind, call.request, self._prices(call))
+        worst = self.worst_case(call)
         refusal = self.budget.reserve(call.key, call.job, worst)
         if refusal is not None:
             with self._lock:
@@ -126,6 +130,10 @@ class RunSpendGuard:
 
     def settle(self, call: Call, result: dict[str, Any] | None) -> Decimal | None:
         """Record the charge; None when the cost is not known (outcome unknown, or a price missing)."""
+        return self.settle_counting(call, result)[0]
+
+    def settle_counting(self, call: Call, result: dict[str, Any] | None) -> tuple[Decimal | None, Decimal]:
+        """``settle``, and what the budget now counts for the call (its cost, or its worst case)."""
         with self._lock:
             started, worst = self._started.pop(call.key, (None, None))
         latency = None if started is None else time.monotonic() - started
@@ -144,7 +152,7 @@ class RunSpendGuard:
         if cost.usd is None:
             with self._lock:
                 self._unknown += counted - cost.known_usd
-        return cost.usd
+        return cost.usd, counted
 
     def figures(self) -> SpendFigures:
         """Where the run stands against its budget; the progress display shows it. Unknown is the

@@ -15,12 +15,14 @@ Work found in flight when an execution starts (submitted by an earlier one) occu
 even past a cap: it is paid and rendering.
 
 ``RenderSlots`` is the interface the engine uses; ``LocalRenderSlots`` keeps the counts in this
-process. A fleet of workers sharing one cap can hold it elsewhere (the Prefect server) behind the
-same five calls.
+process. A fleet of workers sharing one cap holds it on the Prefect server behind the same calls
+(relaybatch/fleet/renders.py): ``take`` may then wait for the server, and ``freed`` returns when a
+slot may have freed in another process (the engine then feeds the jobs waiting for one again).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Protocol
 
@@ -28,8 +30,11 @@ from relaybatch.gateway import APIStatusError, RateLimited
 
 
 class RenderSlots(Protocol):
-    def take(self, job: str, model: str) -> bool:
+    async def take(self, job: str, model: str) -> bool:
         """Take a slot of the job and of the model if both have room; False (nothing taken) if not."""
+
+    async def freed(self) -> None:
+        """Return when a slot may have freed outside this process (local slots: never)."""
 
     def occupy(self, job: str, model: str) -> None:
         """Count a render already under way (a resumed run's), whatever the caps say."""
@@ -61,12 +66,24 @@ class LocalRenderSlots:
         caps = [cap for cap in (self.per_model.get(model), self.learned.get(model)) if cap]
         return min(caps) if caps else None
 
-    def take(self, job: str, model: str) -> bool:
-        job_cap, model_cap = self.per_job.get(job), self.cap_of(model)
-        if (job_cap and self.jobs[job] >= job_cap) or (model_cap and self.models[model] >= model_cap):
+    async def take(self, job: str, model: str) -> bool:
+        return self.take_here(job, model)
+
+    def take_here(self, job: str, model: str) -> bool:
+        """``take`` against this process's counts alone."""
+        if not self.has_room(job, model):
             return False
         self.occupy(job, model)
         return True
+
+    def has_room(self, job: str, model: str) -> bool:
+        job_cap, model_cap = self.per_job.get(job), self.cap_of(model)
+        return not (
+            (job_cap and self.jobs[job] >= job_cap) or (model_cap and self.models[model] >= model_cap)
+        )
+
+    async def freed(self) -> None:
+        await asyncio.Event().wait()  # nothing outside this process frees a local slot
 
     def occupy(self, job: str, model: str) -> None:
         self.jobs[job] += 1

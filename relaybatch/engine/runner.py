@@ -37,7 +37,7 @@ from relaybatch.engine.reasks import settle_structured
 from relaybatch.engine.render_slots import LocalRenderSlots, RenderSlots
 from relaybatch.engine.resume import mark_interrupted_sends, prepare_resume
 from relaybatch.engine.send_failures import record_error
-from relaybatch.engine.spend import BilledCall, SpendGuard
+from relaybatch.engine.spend import BilledCall, Refused, SharedRoom, SpendGuard
 from relaybatch.engine.states import (
     DONE,
     FAILED,
@@ -136,6 +136,7 @@ class Execution:
     async def run(self) -> None:
         reporter = asyncio.create_task(self._report())
         stopper = asyncio.create_task(self._end_waits_on_stop())
+        slots_watch = asyncio.create_task(self._watch_slots())
         try:
             async with asyncio.TaskGroup() as group:
                 poll_task = group.create_task(self.poller.run())
@@ -146,7 +147,7 @@ class Execution:
                 self.poller.submissions_over()
                 await poll_task
         finally:
-            for task in (reporter, stopper):
+            for task in (reporter, stopper, slots_watch):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -158,6 +159,15 @@ class Execution:
         self.limiter_events.record(last)
         if self.progress:
             self.progress.finish(last)
+
+    async def _watch_slots(self) -> None:
+        """A render slot freed in another process (a cap held by the Prefect server): the jobs
+        waiting for one are fed again."""
+        while True:
+            await self.slots.freed()
+            if self.jobs_waiting_slot:
+                self.jobs_waiting_slot.clear()
+                self.slot_freed.set()
 
     async def _end_waits_on_stop(self) -> None:
         """The first stop ends every wait for a token at once: submissions' and polls'."""
@@ -283,8 +293,17 @@ class Execution:
             return
         # A render: it needs a slot of its job and its model (render_slots.py) before it is sent.
         model = str(row.request.get("model") or "")
-        if not self.slots.take(row.job, model):
+        took: list[bool] = []
+
+        async def take() -> None:
+            took.append(await self.slots.take(row.job, model))
+
+        # A cap held by the Prefect server may wait for it to answer: a stop ends the wait.
+        if not await self.submit_waits.until(take()) or not took[0]:
             self.jobs_waiting_slot.add(row.job)  # the item stays pending; fed again when one frees
+            return
+        if not self.submitting:
+            self.render_ended(row.job, model)
             return
         started = False
         try:
@@ -430,9 +449,22 @@ class Execution:
         alone, stops the run's submissions; a job's budget holds or stops only that job."""
         while True:
             room = self.room  # taken before asking: any settlement from here on wakes the wait
-            if spend.reserve(call):
-                return True
-            refused = spend.refusal(call)
+            refused: Refused | None = None
+            if isinstance(spend, SharedRoom):
+                # The budget held by the Prefect server: room for this call set aside first (the
+                # wait for the server, if it cannot be reached, ends with a stop).
+                answers: list[Refused | None] = []
+
+                async def ask(shared: SharedRoom = spend, answers: list[Refused | None] = answers) -> None:
+                    answers.append(await shared.room_for(call))
+
+                if not await self.submit_waits.until(ask()) or not self.submitting:
+                    return False
+                refused = answers[0]
+            if refused is None:
+                if spend.reserve(call):
+                    return True
+                refused = spend.refusal(call)
             if refused.job is not None:
                 if refused.may_fit_later:
                     self.jobs_waiting.add(refused.job)  # fed again once one of its calls settles

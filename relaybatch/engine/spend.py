@@ -64,6 +64,18 @@ class SpendGuard(Protocol):
         """Why ``reserve`` just refused ``call`` (asked right after, once per refusal)."""
 
 
+@runtime_checkable
+class SharedRoom(Protocol):
+    """A spend guard whose budget is also held outside this process (the Prefect server,
+    relaybatch/fleet/budget.py). The engine awaits ``room_for`` before each ``reserve``, with no
+    other await in between: None, room for the call's worst case is set aside for that ``reserve``;
+    a Refused, not now (``may_fit_later``: one of its own calls in flight may settle below
+    its worst case and make room). It may wait (for the server to answer again), and a stop ends
+    the wait."""
+
+    async def room_for(self, call: BilledCall) -> Refused | None: ...
+
+
 @dataclass(frozen=True)
 class SpendFigures:
     """Money against the run's budget, for the progress display: charges known, calls whose

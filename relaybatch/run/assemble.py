@@ -29,6 +29,7 @@ from relaybatch.engine import (
     execute,
 )
 from relaybatch.engine.poll_plan import RenderJob, RenderSettings
+from relaybatch.engine.render_slots import RenderSlots
 from relaybatch.engine.states import SUPERSEDED
 from relaybatch.engine.store import PlanCounts
 from relaybatch.errors import UserError
@@ -98,12 +99,19 @@ class ExecuteResult:
 
 
 def stored_settings(
-    manifest: Manifest, shard: Shard | None, overrides: RunOverrides | None = None, parts: int = 1
+    manifest: Manifest,
+    shard: Shard | None,
+    overrides: RunOverrides | None = None,
+    parts: int = 1,
+    held_by_server: bool = False,
 ) -> dict[str, Any]:
     """What a resumed run needs from the manifest, kept in the store (JSON, money as strings).
 
     A shard gets its share of each budget and records the whole run's beside it
     (relaybatch.costs.run_budgets: shards run in separate processes, each with its own spend guard).
+    ``held_by_server``: a partition planned with a Prefect server configured; the server holds the
+    run's whole budget and its render caps for every partition (relaybatch/fleet/), so the store
+    enforces no share of the run's budget itself (each job's budget stays its share).
     """
     from relaybatch.cost_model import Budgets
     from relaybatch.cost_model.periods import PeriodBudgets
@@ -117,8 +125,11 @@ def stored_settings(
         job_usd=jobs,
         periods=PeriodBudgets(periods, manifest.settings.budget_timezone) if periods else None,
     )
+    shares = budget_settings(budgets, shard.count if shard else parts)
+    if held_by_server:
+        shares = {**shares, "budget_usd": None, "held_by_server": True}  # fleet/setup.py HELD_BY_SERVER
     return {
-        **budget_settings(budgets, shard.count if shard else parts),
+        **shares,
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},
         # Judgment jobs' noul thresholds: the results' answer_<q>_true columns (0.5 unless set).
         "noul_thresholds": {
@@ -426,6 +437,7 @@ class OpenRun:
     settings: EngineSettings
     bucket: AdaptiveTokenBucket
     guard: Any
+    slots: RenderSlots | None = None  # None: the engine's own, in this process
 
     async def execute(
         self,
@@ -442,6 +454,7 @@ class OpenRun:
             stop=stop,
             hook=hook,
             progress=progress,
+            slots=self.slots,
         )
 
 
@@ -465,6 +478,7 @@ async def open_run(
     """
     from relaybatch.connect import open_client
     from relaybatch.costs import spend_guard_for_run
+    from relaybatch.fleet.setup import held_by_server
     from relaybatch.settings import entry_settings
 
     with CheckpointStore(paths.checkpoint) as store:
@@ -478,10 +492,15 @@ async def open_run(
             guard = await stack.enter_async_context(
                 spend_guard_for_run(store, client, budgets=budgets(saved), providers=saved.get("providers"))
             )
+            run_settings = engine_settings(saved, cancel_remote_on_stop)
+            # The budgets and render caps the Prefect server holds, when it holds any (fleet/setup.py).
+            held = await stack.enter_async_context(
+                held_by_server(paths, store.run_name() or paths.name, saved, guard, run_settings.renders)
+            )
             stack.callback(store.release_cache)  # before the guard closes and writes the ledger
             entry = entry or Entry()
-            guard.execution = store.record_start(entry.kind, entry.label)
-            yield OpenRun(store, client, engine_settings(saved, cancel_remote_on_stop), bucket, guard)
+            held.guard.execution = store.record_start(entry.kind, entry.label)
+            yield OpenRun(store, client, run_settings, bucket, held.guard, held.slots)
 
 
 def refused_before_sending(paths: RunPaths, error: UserError) -> ExecuteResult:

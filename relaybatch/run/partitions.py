@@ -224,6 +224,7 @@ def plan_partition(
     from relaybatch.engine import CheckpointStore
     from relaybatch.files import scratch_folder
     from relaybatch.manifests import open_manifest
+    from relaybatch.prefect_server import configured_api_url
     from relaybatch.run import identity
     from relaybatch.run.assemble import OtherStores, PlannedRun, RunOverrides, store_paths, stored_settings
     from relaybatch.run.locking import executing
@@ -247,7 +248,11 @@ def plan_partition(
             check(validation)
         validation.raise_if_invalid()
         (hold or planning).enter_context(executing(paths))
-        settings = stored_settings(manifest, None, overrides, parts=count)
+        # With a Prefect server, the server holds the run's budget and render caps for every
+        # partition (relaybatch/fleet/): the store records it, so each execution uses them.
+        settings = stored_settings(
+            manifest, None, overrides, parts=count, held_by_server=configured_api_url() is not None
+        )
         keys = [item.key for item in manifest.iter_items(partition.ranges)]
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)

@@ -295,6 +295,11 @@ class WatchedSpend:
     def commit(self) -> None:
         self.inner.commit()
 
+    async def room_for(self, call: BilledCall) -> Refused | None:
+        """The inner guard's room on the Prefect server, when it has one (engine.spend.SharedRoom)."""
+        room_for = getattr(self.inner, "room_for", None)
+        return None if room_for is None else await room_for(call)
+
     def refusal(self, call: BilledCall) -> Refused:
         return self.inner.refusal(call)
 

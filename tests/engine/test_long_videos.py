@@ -149,13 +149,13 @@ class PeakWatch(LocalRenderSlots):
         super().__init__(**caps)
         self.app, self.gateway_peak = app, 0
 
-    def take(self, job: str, model: str) -> bool:
+    async def take(self, job: str, model: str) -> bool:
         media = getattr(self.app.state, "media", None)
         if media is not None:
             now = self.app.state.emulator.clock.now()
             rendering = sum(1 for video in media.videos.values() if video.rendering(now))
             self.gateway_peak = max(self.gateway_peak, rendering)
-        return super().take(job, model)
+        return await super().take(job, model)
 
 
 async def test_a_known_cap_is_never_exceeded_and_never_refused(tmp_path: Path) -> None:

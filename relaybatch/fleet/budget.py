@@ -1,0 +1,403 @@
+"""A budget held by the Prefect server: a run's, across its partitions on any number of machines,
+and optionally an account's, across runs and days. Never exceeded, across crashes and restarts.
+
+The server keeps one global concurrency limit per budget (``relaybatch-budget:run:<run>``,
+``relaybatch-budget:account:<name>``) whose slots are money: one slot is ``UNIT_USD`` (a
+millionth of a dollar), the limit is the budget rounded down, decay 0, no lease. Its active slots
+are what every process counts against it: charges, unknown outcomes at their worst case, calls in
+flight at their worst case, and room a process has set aside and not used yet.
+
+Beside it, each store of the run (the run's own, each partition's) has a *holder* limit
+(``<budget>:held-by:<store>``), and every change moves both in one request (Prefect's increment
+and decrement take several names, all or none): the holder's active slots are exactly what that
+store holds in the budget, kept by the server, not by the process. So whatever a process did when
+it died, the next execution of its store knows what the store holds, and brings it to what the
+store's cost ledger counts (``reconcile``): calls the dead process had in flight are unknown
+outcomes in the ledger (counted at their worst case) and stay counted; room it had set aside
+goes back. ``relaybatch resolve`` lowers what the ledger counts, and the next execution gives the
+difference back.
+
+A process does not ask the server for every call (the server takes tens of writes a second, and
+a busy fleet sends hundreds of requests a second): it takes room for about ``block_calls`` worst
+cases at a time and reserves each call from it (``allowance``); a call that settles below its
+worst case leaves the difference there for the next ones. What it holds beyond its calls goes
+back when the budget is nearly full (so another process may use it) and when the execution ends.
+The order of every step leaves the server counting at least what the ledgers count: a crash
+between two steps can leave room set aside that nobody uses (given back at the store's next
+execution), never spend the server does not count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from relaybatch.costs.guard import RunSpendGuard
+from relaybatch.engine.spend import BilledCall, Refused, SpendFigures
+from relaybatch.errors import UserError
+from relaybatch.server_limits import MAX_SLOTS, ServerLimits, Unreachable
+
+UNIT_USD = Decimal("0.000001")  # one slot of a budget's limit
+PREFIX = "relaybatch-budget"
+
+
+def units_up(usd: Decimal) -> int:
+    return int((usd / UNIT_USD).to_integral_value(rounding=ROUND_CEILING))
+
+
+def units_down(usd: Decimal) -> int:
+    return int((usd / UNIT_USD).to_integral_value(rounding=ROUND_FLOOR))
+
+
+class FleetSettings(BaseSettings):
+    """What the Prefect server holds for a fleet (``RELAYBATCH_SERVER_*``, docs/prefect.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="RELAYBATCH_SERVER_", extra="ignore")
+
+    holds_run: bool = Field(
+        default=False,
+        description="Hold the run's budget and its caps on renders per model on the Prefect server "
+        "for every execution (partitions planned with a server configured always do).",
+    )
+    account_budget_usd: Decimal | None = Field(
+        default=None, gt=0, description="A budget for every run of the account together, across days."
+    )
+    account_name: str = Field(default="default", description="Which account budget (its limit's name).")
+    budget_block_calls: int = Field(
+        default=20, ge=1, description="Room taken from the server at a time, in worst cases of the call."
+    )
+    budget_wait_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long a process with nothing in flight waits for room to come back before it "
+        "stops sending (other processes' calls settling, their room given back).",
+    )
+
+
+@dataclass(frozen=True)
+class ServerBudgetSpec:
+    """One budget on the server, as one store holds it."""
+
+    scope: str  # "run" or "account"
+    key: str  # the run's name or the account's
+    budget_usd: Decimal
+    holder: str  # the store: "<run>" or "<run>:part-3-of-12"
+
+    def __post_init__(self) -> None:
+        for text in (self.key, self.holder):
+            if any(char in text for char in "/%&<>"):
+                raise UserError(f"{self.scope} budget on the Prefect server: {text!r} may not hold / % & < >")
+        if units_down(self.budget_usd) > MAX_SLOTS:
+            most = MAX_SLOTS * UNIT_USD
+            raise UserError(
+                f"{self.describe}: more than the server's limit holds ({most} USD in millionths of a dollar)"
+            )
+        if units_down(self.budget_usd) < 1:
+            raise UserError(f"{self.describe}: below a millionth of a dollar")
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}:{self.scope}:{self.key}"
+
+    @property
+    def holder_name(self) -> str:
+        return f"{self.name}:held-by:{self.holder}"
+
+    @property
+    def describe(self) -> str:
+        return f"{self.scope} budget of {self.budget_usd} USD held by the Prefect server ({self.name})"
+
+
+@dataclass
+class ServerBudget:
+    """One budget on the server and what this store holds in it (module docstring)."""
+
+    limits: ServerLimits
+    spec: ServerBudgetSpec
+    held: int = 0  # slots of the budget this store holds (its holder's active slots)
+    used: Decimal = Decimal(0)  # what the store's ledger counts, in-flight reservations included
+    set_aside: Decimal = Decimal(0)  # room promised to calls about to reserve
+    short: bool = False  # the store's ledger counts more than the server could take
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    taken: int = 0  # requests that took room (figures for tests and benchmarks)
+    given_back: int = 0
+
+    @property
+    def allowance(self) -> Decimal:
+        return self.held * UNIT_USD - self.used - self.set_aside
+
+    async def open(self, counted: Decimal) -> None:
+        """Create the budget's limits if missing (the budget's size set as the manifest says now),
+        then bring what the store holds to what its ledger counts."""
+        await self.limits.ensure(self.spec.name, units_down(self.spec.budget_usd))
+        await self.limits.ensure(self.spec.holder_name, MAX_SLOTS)
+        self.used = counted
+        await self.reconcile()
+
+    async def reconcile(self) -> None:
+        """What the store holds on the server becomes what it counts (rounded up): the surplus
+        given back, a shortfall taken (refused when the budget has no room for it: then this
+        store sends nothing more)."""
+        holder = await self.limits.read(self.spec.holder_name)
+        held = holder.active_slots if holder else 0
+        target = units_up(self.used + self.set_aside)
+        self.short = False
+        if held > target:
+            self.held = target  # lower first: a failed request leaves the server counting more
+            await self.limits.decrement([self.spec.name, self.spec.holder_name], held - target)
+            self.given_back += 1
+        elif held < target:
+            if await self.limits.increment([self.spec.name, self.spec.holder_name], target - held):
+                self.taken += 1
+                held = target
+            else:
+                self.short = True
+            self.held = held
+        else:
+            self.held = held
+
+    async def make_room(self, need: Decimal, ask: Decimal) -> bool:
+        """Room for ``need`` more than this store sets aside now: from its allowance, else taken
+        from the server (up to ``ask``, at least ``need``), and set aside for the call at once (no
+        other call can take it before its ``reserve``). False when the server has not got it."""
+        async with self.lock:
+            if self.short:
+                return False
+            if self.allowance >= need:
+                self.set_aside += need
+                return True
+            for _ in range(5):  # another process took the room first: read again
+                state = await self.limits.read(self.spec.name)
+                if state is None:
+                    raise UserError(f"{self.spec.describe}: its limit is gone from the server (deleted?)")
+                if not state.active:
+                    raise UserError(f"{self.spec.describe}: its limit is inactive on the server")
+                room = state.limit - state.active_slots
+                wanted = units_up(need - self.allowance)
+                if room < wanted:
+                    return False
+                slots = max(wanted, min(room, units_up(ask - self.allowance)))
+                if await self.limits.increment([self.spec.name, self.spec.holder_name], slots):
+                    self.held += slots
+                    self.taken += 1
+                    self.set_aside += need
+                    return True
+            return False
+
+    async def give_back(self) -> None:
+        """Room set aside and not promised to any call goes back to the server."""
+        async with self.lock:
+            spare = units_down(self.allowance)
+            if spare <= 0:
+                return
+            self.held -= spare  # lower first: a failed request leaves the server counting more
+            await self.limits.decrement([self.spec.name, self.spec.holder_name], spare)
+            self.given_back += 1
+
+    async def counted_on_server(self) -> Decimal | None:
+        state = await self.limits.read(self.spec.name)
+        return None if state is None else state.active_slots * UNIT_USD
+
+
+class ServerBudgetGuard:
+    """The run's spend guard with budgets held by the Prefect server on top (module docstring):
+    the engine's SpendGuard, ReportsSpend and SharedRoom. The local budgets (the run's own store,
+    each job's, each period's) still apply; the server's are an extra gate."""
+
+    def __init__(
+        self,
+        inner: RunSpendGuard,
+        budgets: list[ServerBudget],
+        limits: ServerLimits,
+        settings: FleetSettings | None = None,
+        sleep: Any = asyncio.sleep,
+    ) -> None:
+        self.inner = inner
+        self.budgets = budgets
+        self.limits = limits
+        self.settings = settings or FleetSettings()
+        self._sleep = sleep
+        self._aside: dict[str, Decimal] = {}  # by call key: room set aside by room_for
+        self._reserved: dict[str, Decimal] = {}  # by call key: worst case of a call in flight
+        self._refusals: dict[str, Refused] = {}
+        self.stopped: str | None = None
+
+    @property
+    def execution(self) -> int | None:
+        return self.inner.execution
+
+    @execution.setter
+    def execution(self, value: int | None) -> None:
+        self.inner.execution = value
+
+    @property
+    def store(self) -> Any:
+        return self.inner.store
+
+    async def open(self) -> None:
+        counted = self.inner.store.spent()[0]
+        for budget in self.budgets:
+            await _reachable(self.limits, lambda budget=budget: budget.open(counted))
+
+    async def close(self) -> None:
+        """Give back what the store holds beyond what its ledger counts (calls still in flight
+        stay counted at their worst case: they become unknown outcomes)."""
+        self.inner.commit()
+        counted = self.inner.store.spent()[0]
+        for budget in self.budgets:
+            budget.used, budget.set_aside = counted, Decimal(0)
+            # Unreachable: the store holds more than it counts until its next execution, never less.
+            with contextlib.suppress(Unreachable):
+                await budget.reconcile()
+
+    # -- the shared room ---------------------------------------------------------------------
+
+    async def room_for(self, call: BilledCall) -> Refused | None:
+        # No new billed request while the server cannot be reached (docs/prefect.md), even with
+        # room set aside: the request limit and the render cap live there too.
+        await self.limits.reachable_again()
+        worst = self.inner.worst_case(call)
+        if worst is None:
+            why = "its most it can cost is not known (no price for it), so no budget can admit it"
+            return Refused(f"{self.budgets[0].spec.describe}: {call.job}/{call.item_id}: {why}", None)
+        ask = worst * self.settings.budget_block_calls
+        aside: list[ServerBudget] = []
+        refused: Refused | None = None
+        try:
+            for budget in self.budgets:
+                refused = await self._room_in(budget, worst, ask)
+                if refused is not None:
+                    break
+                aside.append(budget)
+        finally:
+            if refused is not None or len(aside) < len(self.budgets):  # refused, or cancelled
+                for budget in aside:
+                    budget.set_aside -= worst
+        if refused is None:
+            self._aside[call.key] = self._aside.get(call.key, Decimal(0)) + worst
+        return refused
+
+    async def _room_in(self, budget: ServerBudget, worst: Decimal, ask: Decimal) -> Refused | None:
+        waited_until: float | None = None
+        while not await _reachable(self.limits, lambda: budget.make_room(worst, ask)):
+            await _reachable(self.limits, budget.give_back)  # another process may fit in it
+            if self._reserved:
+                return Refused(await self._message(budget, worst), None, may_fit_later=True)
+            # Nothing of ours in flight: room comes back only from other processes.
+            if waited_until is None:
+                waited_until = time.monotonic() + self.settings.budget_wait_seconds
+            if time.monotonic() >= waited_until:
+                return Refused(await self._message(budget, worst), None, may_fit_later=False)
+            await self._sleep(1.0)
+        return None
+
+    async def _message(self, budget: ServerBudget, worst: Decimal) -> str:
+        try:
+            counted = await budget.counted_on_server()
+        except Unreachable:
+            counted = None
+        where = "" if counted is None else f": {counted} USD counted there by every process"
+        why = " (this store's ledger counts more than it had room for)" if budget.short else ""
+        return (
+            f"{budget.spec.describe} reached{where}{why} (charges, unknown outcomes and calls in flight at "
+            f"their worst case, room set aside); this call may cost up to {worst} USD"
+        )
+
+    # -- the engine's seam -------------------------------------------------------------------
+
+    def reserve(self, call: BilledCall) -> bool:
+        aside = self._aside.pop(call.key, None)
+        if aside is None:  # room_for was not asked: nothing set aside, so no room on the server
+            self._refusals[call.key] = Refused("no room asked of the Prefect server", None, True)
+            return False
+        for budget in self.budgets:
+            budget.set_aside -= aside
+        if not self.inner.reserve(call):
+            return False
+        for budget in self.budgets:
+            budget.used += aside
+        self._reserved[call.key] = aside
+        return True
+
+    def refusal(self, call: BilledCall) -> Refused:
+        own = self._refusals.pop(call.key, None)
+        return own if own is not None else self.inner.refusal(call)
+
+    def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
+        cost, counted = self.inner.settle_counting(call, result)
+        worst = self._reserved.pop(call.key, Decimal(0))
+        for budget in self.budgets:
+            budget.used += counted - worst
+        return cost
+
+    def release(self, call: BilledCall) -> None:
+        self.inner.release(call)
+        worst = self._reserved.pop(call.key, Decimal(0))
+        for budget in self.budgets:
+            budget.used -= worst
+
+    def commit(self) -> None:
+        self.inner.commit()
+
+    def figures(self) -> SpendFigures:
+        figures = self.inner.figures()
+        run = next((budget for budget in self.budgets if budget.spec.scope == "run"), None)
+        if figures.budget_usd is None and run is not None:
+            return SpendFigures(
+                figures.spent_usd, figures.unknown_usd, figures.reserved_usd, run.spec.budget_usd, 1
+            )
+        return figures
+
+    def reserved_for(self, key: str) -> Decimal | None:
+        return self.inner.reserved_for(key)
+
+    def write_ledger(self) -> Any:
+        return self.inner.write_ledger()
+
+
+async def _reachable(limits: ServerLimits, step: Any) -> Any:
+    """Run ``step`` (a coroutine function); while the server cannot be reached, wait for it and
+    run it again (the caller's stop ends the wait)."""
+    while True:
+        try:
+            return await step()
+        except Unreachable:
+            await limits.reachable_again()
+
+
+def budget_specs(
+    run_name: str,
+    holder: str,
+    run_usd: Decimal | None,
+    settings: FleetSettings,
+) -> list[ServerBudgetSpec]:
+    """The budgets the server holds for an execution: the run's (when ``run_usd``) and the
+    account's (when set)."""
+    specs = []
+    if run_usd is not None:
+        specs.append(ServerBudgetSpec("run", run_name, run_usd, holder))
+    if settings.account_budget_usd is not None:
+        specs.append(ServerBudgetSpec("account", settings.account_name, settings.account_budget_usd, holder))
+    return specs
+
+
+def fleet_settings() -> FleetSettings:
+    """The RELAYBATCH_SERVER_* settings; a bad value is one line naming the variable."""
+    from pydantic import ValidationError
+
+    try:
+        return FleetSettings()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"RELAYBATCH_SERVER_{'__'.join(str(part) for part in problem['loc']).upper()}: "
+            f"{problem['msg'].removeprefix('Value error, ')}"
+            for problem in error.errors()
+        )
+        raise UserError(f"setting {problems} (fix or unset the variable)") from None

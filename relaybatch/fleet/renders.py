@@ -1,0 +1,175 @@
+"""A cap on renders in flight per model held by the Prefect server, shared by every process that
+runs a partition of the run (or any run of the account: the provider caps the account).
+
+The engine's RenderSlots (relaybatch/engine/render_slots.py) on a global concurrency limit per model
+(``relaybatch-renders:<model>``, limit = the cap, decay 0, no lease), with a holder limit per store
+beside it (``relaybatch-renders:<model>:held-by:<store>``), moved together in one request as the
+server budget's are (relaybatch/fleet/budget.py): the holder says how many slots the store holds,
+whatever happened to the process. A create takes a slot of both before it is sent; a render's end
+gives it back. The store's renders in flight (its checkpoint: submitted, polling) are the truth:
+an execution brings its holder to that count when it starts (a dead process's renders still
+rendering keep their slots, slots of renders that ended or were never created go back), and
+afterwards after every end, in the background, so a render's end never waits for the server.
+
+Per-job caps and caps learned from the gateway's refusals stay in the process (LocalRenderSlots).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from relaybatch.engine.render_slots import LocalRenderSlots
+from relaybatch.server_limits import MAX_SLOTS, LimitState, ServerLimits, Unreachable
+
+PREFIX = "relaybatch-renders"
+# While a job waits for a slot another process holds: how often the server's count is read.
+WATCH_EVERY_SECONDS = 1.0
+
+
+class ServerRenderSlots(LocalRenderSlots):
+    """Render slots whose per-model caps (``server_caps``) the Prefect server holds (module docstring)."""
+
+    def __init__(
+        self,
+        limits: ServerLimits,
+        holder: str,
+        server_caps: dict[str, int],
+        per_job: dict[str, int] | None = None,
+        per_model: dict[str, int] | None = None,
+    ) -> None:
+        # The caps the server holds are not counted here too: in-process caps are the others.
+        local_caps = {model: cap for model, cap in (per_model or {}).items() if model not in server_caps}
+        super().__init__(per_job, local_caps)
+        self.limits = limits
+        self.holder = holder
+        self.server_caps = dict(server_caps)
+        self.held: Counter[str] = Counter()  # slots each model's holder has on the server, as last known
+        self.waiting: set[str] = set()  # models a job waits for a slot of
+        self.refused = 0  # creates the server's cap held back
+        self._sync_wanted = asyncio.Event()
+        self._stale = False  # a request failed half-way: read the holders before the next sync
+        self._synced = False
+        self._syncer: asyncio.Task[None] | None = None
+
+    def name(self, model: str) -> str:
+        return f"{PREFIX}:{model}"
+
+    def holder_name(self, model: str) -> str:
+        return f"{PREFIX}:{model}:held-by:{self.holder}"
+
+    async def open(self) -> None:
+        """Create the limits (each cap as the run's settings give it), read what this store holds."""
+        for model, cap in self.server_caps.items():
+            await self._until_reachable(functools.partial(self.limits.ensure, self.name(model), cap))
+            holder = await self._until_reachable(
+                functools.partial(self.limits.ensure, self.holder_name(model), MAX_SLOTS)
+            )
+            self.held[model] = holder.active_slots
+        # Not synced yet: the execution first counts the renders it finds in flight (``occupy``),
+        # then its first sync (asked by that, or the first ``take``) brings the holders to them.
+        self._syncer = asyncio.create_task(self._sync_forever())
+
+    async def close(self) -> None:
+        """Bring every holder to the renders still in flight, then stop."""
+        if self._syncer is not None:
+            self._syncer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._syncer
+        self._stale = True
+        with contextlib.suppress(Unreachable):  # the next execution brings it right
+            await self.sync()
+
+    async def _until_reachable(self, step: Callable[[], Awaitable[LimitState]]) -> LimitState:
+        while True:
+            try:
+                return await step()
+            except Unreachable:
+                await self.limits.reachable_again()
+
+    # -- the engine's RenderSlots ------------------------------------------------------------
+
+    async def take(self, job: str, model: str) -> bool:
+        if model not in self.server_caps:
+            return self.take_here(job, model)
+        if not self.has_room(job, model):
+            return False
+        await self.limits.reachable_again()  # no create while the server cannot be reached
+        if not self._synced:
+            self._sync_wanted.set()  # slots a dead process held for renders that ended go back
+        while True:
+            try:
+                took = await self.limits.increment([self.name(model), self.holder_name(model)], 1)
+                break
+            except Unreachable:
+                self._stale = True
+                await self.limits.reachable_again()
+        if not took:
+            self.refused += 1
+            self.waiting.add(model)
+            return False
+        self.held[model] += 1
+        self.occupy(job, model)
+        return True
+
+    def occupy(self, job: str, model: str) -> None:
+        super().occupy(job, model)
+        if model in self.server_caps and self.models[model] > self.held[model]:
+            self._sync_wanted.set()  # a render found in flight that the holder does not count
+
+    def release(self, job: str, model: str) -> None:
+        super().release(job, model)
+        if model in self.server_caps:
+            self._sync_wanted.set()
+
+    async def freed(self) -> None:
+        """Return once a model a job waits for has room on the server."""
+        while True:
+            await asyncio.sleep(WATCH_EVERY_SECONDS)
+            for model in list(self.waiting):
+                try:
+                    state = await self.limits.read(self.name(model))
+                except Unreachable:
+                    await self.limits.reachable_again()
+                    continue
+                if state is None or state.active_slots < state.limit:
+                    self.waiting.discard(model)
+                    return
+
+    # -- holders to the renders in flight ----------------------------------------------------
+
+    async def sync(self) -> None:
+        if self._stale:  # a request that failed may or may not have counted: ask the server
+            for model in self.server_caps:
+                holder = await self.limits.read(self.holder_name(model))
+                self.held[model] = holder.active_slots if holder else 0
+            self._stale = False
+        self._synced = True
+        for model in self.server_caps:
+            names = [self.name(model), self.holder_name(model)]
+            extra = self.held[model] - self.models[model]
+            if extra > 0:
+                self.held[model] -= extra  # lower first: a failed request leaves the server counting more
+                await self.limits.decrement(names, extra)
+            elif extra < 0 and await self.limits.increment(names, -extra):
+                # Renders in flight the holder did not count (found on resume): counted once there is
+                # room; until then the gateway's own cap refuses creates past it.
+                self.held[model] -= extra
+
+    async def _sync_forever(self) -> None:
+        while True:
+            await self._sync_wanted.wait()
+            self._sync_wanted.clear()
+            try:
+                await self.sync()
+            except Unreachable:
+                self._stale = True
+                await self.limits.reachable_again()
+                self._sync_wanted.set()
+                continue
+            if any(self.models[model] > self.held[model] for model in self.server_caps):
+                await asyncio.sleep(WATCH_EVERY_SECONDS)  # a shortfall waits for room: ask again later
+                self._sync_wanted.set()

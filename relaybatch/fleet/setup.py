@@ -1,0 +1,81 @@
+"""An execution's share of what the Prefect server holds: which budgets and caps, opened before the
+first send and closed after the last (docs/prefect.md, "Budget and render cap on the server")."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from relaybatch.costs.guard import RunSpendGuard
+from relaybatch.engine.poll_plan import RenderSettings
+from relaybatch.fleet.budget import ServerBudget, ServerBudgetGuard, budget_specs, fleet_settings
+from relaybatch.fleet.renders import ServerRenderSlots
+from relaybatch.run_folder import RunPaths
+from relaybatch.server_limits import server_limits
+
+# The stored settings' key of a store whose run budget and render caps the server holds: a
+# partition planned with a Prefect server configured. Every execution of it then needs the server.
+HELD_BY_SERVER = "held_by_server"
+
+
+@dataclass
+class Held:
+    """What the engine uses instead of the run's own guard and slots (None: the local ones)."""
+
+    guard: Any
+    slots: ServerRenderSlots | None = None
+    budget: ServerBudgetGuard | None = None
+
+
+def holder_of(paths: RunPaths, run_name: str) -> str:
+    """The store's name in the holder limits: the run's, and its partition's or shard's folder."""
+    return run_name if paths.root.name == run_name else f"{run_name}:{paths.root.name}"
+
+
+def whole_run_budget(saved: dict[str, Any]) -> Decimal | None:
+    from relaybatch.costs.run_budgets import RUN_BUDGETS
+
+    whole = (saved.get(RUN_BUDGETS) or {}).get("budget_usd", saved.get("budget_usd"))
+    return None if whole is None else Decimal(whole)
+
+
+@contextlib.asynccontextmanager
+async def held_by_server(
+    paths: RunPaths, run_name: str, saved: dict[str, Any], guard: RunSpendGuard, renders: RenderSettings
+) -> AsyncIterator[Held]:
+    settings = fleet_settings()
+    holds_run = bool(saved.get(HELD_BY_SERVER)) or settings.holds_run
+    holder = holder_of(paths, run_name)
+    specs = budget_specs(run_name, holder, whole_run_budget(saved) if holds_run else None, settings)
+    caps = dict(renders.max_in_flight_per_model) if holds_run else {}
+    if not specs and not caps:
+        yield Held(guard)
+        return
+    what = "the run's budget and caps" if holds_run else "the account's budget"
+    limits = server_limits(what)
+    limits.waiting_for = lambda: "polls of renders already paid go on"
+    budget: ServerBudgetGuard | None = None
+    slots: ServerRenderSlots | None = None
+    try:
+        limits.start_watch()
+        if specs:
+            budget = ServerBudgetGuard(
+                guard, [ServerBudget(limits, spec) for spec in specs], limits, settings
+            )
+            await budget.open()
+        if caps:
+            per_job = {job: own.max_in_flight for job, own in renders.jobs.items() if own.max_in_flight}
+            slots = ServerRenderSlots(limits, holder, caps, per_job, renders.max_in_flight_per_model)
+            await slots.open()
+        yield Held(budget or guard, slots, budget)
+    finally:
+        try:
+            if slots is not None:
+                await slots.close()
+            if budget is not None:
+                await budget.close()
+        finally:
+            await limits.aclose()

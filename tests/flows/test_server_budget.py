@@ -1,0 +1,132 @@
+"""The budget and the render cap held by the Prefect server (relaybatch/fleet/), against the test
+harness's real server: what each store holds is the server's, a dead holder's count survives, and
+two holders never pass one budget or one cap."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import pytest
+
+from relaybatch.fleet.budget import UNIT_USD, ServerBudget, ServerBudgetSpec, units_up
+from relaybatch.fleet.renders import ServerRenderSlots
+from relaybatch.server_limits import ServerLimits
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture
+async def limits() -> AsyncIterator[ServerLimits]:
+    from prefect.settings import PREFECT_API_URL
+
+    limits = ServerLimits(str(PREFECT_API_URL.value()))
+    try:
+        yield limits
+    finally:
+        await limits.aclose()
+
+
+def _spec(run: str, holder: str, usd: str = "0.01") -> ServerBudgetSpec:
+    return ServerBudgetSpec("run", run, Decimal(usd), holder)
+
+
+async def test_two_holders_never_pass_one_budget_and_each_holds_what_it_counts(limits: ServerLimits) -> None:
+    run = f"two-{random.randrange(10**9)}"
+    budget = Decimal("0.01")
+    holders = [ServerBudget(limits, _spec(run, f"{run}:part-{n}-of-2")) for n in (1, 2)]
+    for holder in holders:
+        await holder.open(Decimal(0))
+    rng = random.Random(7)
+    spent = [Decimal(0), Decimal(0)]
+
+    async def send(index: int) -> None:
+        holder = holders[index]
+        while True:
+            worst = Decimal(rng.randrange(50, 400)) * UNIT_USD
+            if not await holder.make_room(worst, worst * 5):
+                await holder.give_back()
+                return
+            holder.set_aside -= worst  # the call reserves it
+            holder.used += worst
+            await asyncio.sleep(0)
+            actual = (worst * Decimal(rng.randrange(10, 100)) / 100).quantize(Decimal("0.00000001"))
+            holder.used += actual - worst  # settled below its worst case
+            spent[index] += actual
+
+    await asyncio.gather(send(0), send(1))
+    assert sum(spent) <= budget
+    assert sum(spent) > budget * Decimal("0.9")  # the room went to calls, not lost between holders
+    for holder in holders:
+        await holder.reconcile()
+        state = await limits.read(holder.spec.holder_name)
+        assert state is not None and state.active_slots == units_up(holder.used)
+    total = await limits.read(holders[0].spec.name)
+    assert total is not None and total.active_slots == sum(units_up(h.used) for h in holders)
+
+
+async def test_a_dead_holders_count_survives_and_its_next_open_gives_back_only_the_unused_room(
+    limits: ServerLimits,
+) -> None:
+    spec = _spec(f"dead-{random.randrange(10**9)}", "dead:part-1-of-1")
+    first = ServerBudget(limits, spec)
+    await first.open(Decimal(0))
+    assert await first.make_room(Decimal("0.0003"), Decimal("0.003"))  # a call in flight
+    first.set_aside, first.used = Decimal(0), Decimal("0.0003")
+    # The process dies here: nothing given back. The server still counts all it took.
+    state = await limits.read(spec.name)
+    assert state is not None and state.active_slots == units_up(Decimal("0.003"))
+    # Its next execution: the call in flight is an unknown outcome at its worst case in the ledger.
+    again = ServerBudget(limits, spec)
+    await again.open(Decimal("0.0003"))
+    state = await limits.read(spec.name)
+    assert state is not None and state.active_slots == 300 == again.held
+    # Resolved as not charged (relaybatch resolve): the next execution gives it back.
+    resolved = ServerBudget(limits, spec)
+    await resolved.open(Decimal(0))
+    state = await limits.read(spec.name)
+    assert state is not None and state.active_slots == 0
+
+
+async def test_a_store_that_counts_more_than_the_budget_has_room_for_sends_nothing(
+    limits: ServerLimits,
+) -> None:
+    run = f"short-{random.randrange(10**9)}"
+    other = ServerBudget(limits, _spec(run, f"{run}:a"))
+    await other.open(Decimal("0.009"))
+    late = ServerBudget(limits, _spec(run, f"{run}:b"))
+    await late.open(Decimal("0.002"))  # spent before the server held the budget
+    assert late.short
+    assert not await late.make_room(Decimal("0.000001"), Decimal("0.00001"))
+
+
+async def test_two_render_slot_holders_share_one_cap_and_a_dead_ones_renders_keep_their_slots(
+    limits: ServerLimits,
+) -> None:
+    model = f"relay-video-{random.randrange(10**9)}"
+    one = ServerRenderSlots(limits, "r:part-1-of-2", {model: 3})
+    two = ServerRenderSlots(limits, "r:part-2-of-2", {model: 3})
+    await one.open()
+    await two.open()
+    taken = [await one.take("v", model), await one.take("v", model), await two.take("v", model)]
+    assert taken == [True, True, True]
+    assert not await two.take("v", model) and not await one.take("v", model)
+    one.release("v", model)
+    await one.sync()
+    assert await two.take("v", model)
+    state = await limits.read(one.name(model))
+    assert state is not None and state.active_slots == 3
+    # two dies with 2 renders in flight; its next execution finds 1 still rendering.
+    again = ServerRenderSlots(limits, "r:part-2-of-2", {model: 3})
+    await again.open()
+    assert again.held[model] == 2
+    again.occupy("v", model)
+    await again.sync()
+    state = await limits.read(one.name(model))
+    assert state is not None and state.active_slots == 2  # one's render and the one still rendering
+    for slots in (one, again):
+        await slots.close()
+    if two._syncer is not None:  # the dead one: stopped, nothing given back
+        two._syncer.cancel()
