@@ -55,6 +55,17 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Cli:
 
 
 @pytest.fixture
+def fresh_emulator() -> Iterator[None]:
+    """A new embedded emulator for each run that asks (the process keeps one: relaybatch/connect.py),
+    so a test's RELAYBATCH_EMULATOR_CONFIG (faults, limits) is the one its runs meet."""
+    from relaybatch.connect import embedded_emulator
+
+    embedded_emulator.cache_clear()
+    yield
+    embedded_emulator.cache_clear()
+
+
+@pytest.fixture
 def no_flow(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The run flow replaced by a recorder: a faulty manifest must never reach it."""
     import relaybatch.flows  # Prefect: imported only by the tests that ask for this

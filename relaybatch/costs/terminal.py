@@ -25,6 +25,7 @@ from relaybatch.costs.report import (
     store_folders,
 )
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
+from relaybatch.costs.unsuccessful import UnsuccessfulSpend, unsuccessful_spend
 from relaybatch.errors import UserError
 from relaybatch.run_folder import (
     CHECKPOINT_NAME,
@@ -106,6 +107,23 @@ def budget_table(uses: Sequence[BudgetUse]) -> Table:
     return lines
 
 
+def unsuccessful_table(lines: Sequence[UnsuccessfulSpend], spend: RunSpend) -> Table:
+    """What went to items that did not succeed, per run, state and reason; the total's share of all
+    spend (known + unknown) in the caption."""
+    numbers = ("items", "calls", "USD (worst case where unknown)")
+    shown = table(
+        "run", "state", "reason", *numbers, title="Spend on items that did not succeed", whole=numbers
+    )
+    for line in lines:
+        shown.add_row(
+            line.run, line.state, line.reason, str(line.items), str(line.calls), display_usd(line.usd)
+        )
+    total = sum((line.usd for line in lines), Decimal(0))
+    share = f"{100 * total / spend.total_usd:.1f}%" if spend.total_usd else "-"
+    shown.caption = f"{display_usd(total)} of {display_usd(spend.total_usd)} spent ({share}) bought nothing"
+    return shown
+
+
 def budget_summary(uses: Sequence[BudgetUse]) -> str:  # also the Prefect run summary's budget line
     """Each budget's use as one line: spent (known + unknown) of budget, share used, left."""
     return "; ".join(
@@ -156,6 +174,9 @@ def run_report(
     uses = [] if filtered else run_budget_uses(spend, run_folders(runs_dir, names))
     if uses:
         console.print(budget_table(uses))
+    unsuccessful = [] if filtered else unsuccessful_spend(runs_dir, names)
+    if unsuccessful:
+        console.print(unsuccessful_table(unsuccessful, spend))
     console.print(spend_summary(spend))
     for folder, writer in spend.busy:
         console.print(f"{folder}: {writer}; its spend is shown as it stands")

@@ -3,7 +3,6 @@ how many and why; never uncertain items, never paid remote work (a resume polls 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,6 @@ from relaybatch.run.retry import retry_failed
 from relaybatch.run_folder import RunPaths
 
 FORBIDDEN = "access to this model is not enabled for the account (403)"
-
-
-@pytest.fixture
-def fresh_emulator() -> Iterator[None]:
-    """A new embedded emulator for each run that asks (the process keeps one: connect.py)."""
-    embedded_emulator.cache_clear()
-    yield
-    embedded_emulator.cache_clear()
 
 
 def _fail(store: CheckpointStore, key: str, reason: str, **fields: object) -> None:

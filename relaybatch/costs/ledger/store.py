@@ -52,6 +52,11 @@ else:
     sqlite_utils = import_sqlite_utils()  # without pandas (lean_imports.py)
 
 
+# Item keys read per query by ``spend_of_items`` (a JSON array each): a run with many failed items
+# is read in steps, never one statement holding every key.
+ITEM_KEYS_PER_QUERY = 5_000
+
+
 @dataclass(frozen=True)
 class SpendTotals:
     """Sums over every charge of a store: what the budget counts (``budget_amount``), the part of
@@ -339,6 +344,22 @@ class CostStore:
             key: {"call": str(call), "model": model, "provider": provider, "remote_id": remote_id}
             for key, call, model, provider, remote_id in rows
         }
+
+    def spend_of_items(self, item_keys: Sequence[str]) -> dict[str, tuple[int, Decimal]]:
+        """For each of ``item_keys`` with rows here: its calls and what the budget counts as spent on
+        them (known, or the worst case where unknown: ``budget_amount``)."""
+        sql = (
+            "select item_key, usd, known_usd, reserved_usd from charges "
+            "where item_key in (select value from json_each(?))"
+        )
+        found: dict[str, tuple[int, Decimal]] = {}
+        for start in range(0, len(item_keys), ITEM_KEYS_PER_QUERY):
+            chunk = json.dumps(list(item_keys[start : start + ITEM_KEYS_PER_QUERY]))
+            for key, usd, known_usd, reserved_usd in self.db.conn.execute(sql, [chunk]):
+                record = {"usd": usd, "known_usd": known_usd, "reserved_usd": reserved_usd}
+                calls, spent = found.get(key, (0, Decimal(0)))
+                found[key] = (calls + 1, spent + budget_amount(record))
+        return found
 
     def records(self) -> Iterator[dict[str, Any]]:
         cursor = self.db.conn.execute("select * from charges order by charged_at, id")

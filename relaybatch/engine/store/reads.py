@@ -225,6 +225,15 @@ class Reads(StoreBase):
         ]
         return int(total), rows
 
+    def unsuccessful_items(self) -> Iterator[tuple[str, str, str]]:
+        """(key, state, reason) of every failed, uncertain and cancelled item, through the state
+        index: what the report counts as money spent on items that did not succeed."""
+        sql = (
+            "select key, state, coalesce(last_error, 'no reason recorded') from items "
+            "where state in ('failed', 'uncertain', 'cancelled')"
+        )
+        yield from self.db.execute(sql)
+
     def failure_reasons(self) -> list[tuple[str, str, int, str]]:
         """(state, reason, items, one item key) for failed and uncertain items, grouped by reason."""
         sql = (
