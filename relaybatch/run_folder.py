@@ -8,6 +8,8 @@
     <runs>/<name>/media/              files the gateway returned (images, videos, audio)
     <runs>/<name>/snapshot/           results/ and ledger.parquet exported beside an execution
     <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
+    <runs>/<name>/shards/part-<i>-of-<n>/  one per partition, with splits.json (the splits it was
+                                      planned from, run/partitions.py)
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
 
@@ -36,6 +38,7 @@ SHARDS_NAME = "shards"
 SNAPSHOT_NAME = "snapshot"
 LOCK_NAME = "execution.lock"
 SENDING_LOCK_NAME = "sending.lock"
+SPLITS_NAME = "splits.json"
 # A shard's folder under <run>/shards/: "<index>-of-<count>".
 _SHARD_FOLDER = re.compile(r"(\d+)-of-(\d+)")
 # A partition's folder under <run>/shards/ (run/partitions.py): "part-<index>-of-<count>".
@@ -141,6 +144,11 @@ class RunPaths:
             if path.is_dir() and (split := partition_of_folder(path.name))
         ]
         return [RunPaths(path) for _, _, path in sorted(found)]
+
+    @property
+    def splits_planned(self) -> Path:
+        """A partition folder's list of the splits its store was planned from (run/partitions.py)."""
+        return self.root / SPLITS_NAME
 
     def partition_file(self, count: int) -> Path:
         """The run's split into ``count`` partitions (JSON, run/partitions.py)."""

@@ -13,6 +13,14 @@ back what one of them superseded, and ``merge`` and an unsharded run fold them i
 store (so ``status``, ``report`` and exports show one run). The split is made once, by whoever
 submits the partitions (``split``), and handed to each partition with its ranges; the whole
 manifest is validated there once (repeated requests across partitions are found there).
+
+Storage contract (docs/prefect.md): a partition opens no other partition's SQLite store when
+both were only ever planned from the same split, because their rows cannot meet: each store
+holds rows of its own range only, and the ranges of one split are disjoint. Each partition folder
+lists the splits its store was planned from (``splits.json``, written before its store is
+planned), so a partition tells those siblings apart from the stores that may hold its rows (the
+run's own store, shards, partitions of another split or of an edited manifest) without opening
+them; only those are read.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from relaybatch.errors import UserError
 from relaybatch.manifests import Validation
 from relaybatch.manifests import ranges as input_ranges
 from relaybatch.manifests.ranges import Ranges
-from relaybatch.run_folder import RunPaths
+from relaybatch.run_folder import RunPaths, partition_of_folder
 
 Check = Callable[[Validation], None]
 
@@ -226,7 +234,7 @@ def plan_partition(
     from relaybatch.manifests import open_manifest
     from relaybatch.prefect_server import configured_api_url
     from relaybatch.run import identity
-    from relaybatch.run.assemble import OtherStores, PlannedRun, RunOverrides, store_paths, stored_settings
+    from relaybatch.run.assemble import OtherStores, PlannedRun, RunOverrides, stored_settings
     from relaybatch.run.locking import executing
     from relaybatch.settings import run_paths
 
@@ -240,8 +248,11 @@ def plan_partition(
     partition = prepared.partitions[index - 1]
     check_unchanged(prepared, partition)
     resolved = manifest_path.resolve()
-    identity.check_identity(run, store_paths(run), resolved, prepared.identity, "")
     paths = partition.paths(run)
+    digest = split_digest(prepared)
+    consulted = stores_to_consult(run, paths, digest)
+    identity.check_identity(run, [*consulted, paths.checkpoint] if paths.checkpoint.exists() else consulted,
+                            resolved, prepared.identity, "")  # fmt: skip
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
         validation = manifest.validate(starts=partition.ranges, seen_in=seen_in)
         if check is not None:
@@ -254,10 +265,11 @@ def plan_partition(
             manifest, None, overrides, parts=count, held_by_server=configured_api_url() is not None
         )
         keys = [item.key for item in manifest.iter_items(partition.ranges)]
+        note_split(paths, digest)  # before the store holds any row of this split's range
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)
             store.record_manifest(str(resolved), prepared.identity)
-            others = OtherStores([path for path in store_paths(run) if path != store.path])
+            others = OtherStores(consulted)
             try:
                 for start in range(0, len(keys), _LEND_CHUNK):
                     others.lend_work(store, keys[start : start + _LEND_CHUNK])
@@ -269,3 +281,53 @@ def plan_partition(
 
 
 _LEND_CHUNK = 20_000
+
+
+def split_digest(prepared: PartitionSplit) -> str:
+    """One split's identity: the sha256 of its JSON (the manifest, its identity, the files' sizes
+    and every partition's ranges). Splitting again after an edit gives another."""
+    import json
+
+    return hashlib.sha256(json.dumps(prepared.to_json(), sort_keys=True).encode()).hexdigest()
+
+
+def splits_planned(paths: RunPaths) -> list[str] | None:
+    """The splits a partition's store was planned from (``splits.json``); None when its folder
+    does not say (written before partitions kept it, or not a partition's folder)."""
+    import json
+
+    try:
+        value = json.loads(paths.splits_planned.read_text())
+    except (OSError, ValueError):
+        return None
+    splits = value.get("splits") if isinstance(value, dict) else None
+    return [str(split) for split in splits] if isinstance(splits, list) else None
+
+
+def note_split(paths: RunPaths, digest: str) -> None:
+    """Add ``digest`` to the splits the partition's store is planned from, before it is planned;
+    a store that exists without the list gets "unknown" first (it may hold any row)."""
+    import json
+
+    from relaybatch.files import write_text_atomically
+
+    known = splits_planned(paths)
+    if known is None:
+        known = ["unknown"] if paths.checkpoint.exists() else []
+    if digest not in known:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(paths.splits_planned, json.dumps({"splits": [*known, digest]}))
+
+
+def stores_to_consult(run: RunPaths, paths: RunPaths, digest: str) -> list[Path]:
+    """The run's other checkpoint stores that may hold rows of partition ``paths``' range: every
+    one but the stores of this split's other partitions that were only ever planned from it (their
+    ranges and ours are disjoint, so their rows cannot be ours: their SQLite is not opened)."""
+    found = []
+    for folder in run.store_folders():
+        if folder.root == paths.root or not folder.checkpoint.exists():
+            continue
+        if partition_of_folder(folder.root.name) is not None and splits_planned(folder) == [digest]:
+            continue
+        found.append(folder.checkpoint)
+    return found

@@ -132,3 +132,34 @@ def test_partitions_bring_back_items_superseded_in_the_run_instead_of_resending_
     assert result_ids(tmp_path / "runs" / "bulk" / "results" / "bulk.parquet") == sorted(
         f"p{n}" for n in range(20)
     )
+
+
+def test_a_partition_opens_no_store_of_its_own_split_only_those_that_may_hold_its_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage contract (docs/prefect.md): the partitions of one split never open each other's
+    SQLite; the run's own store (after a merge) may hold a partition's rows, so it is read."""
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.run.partitions import plan_partition
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(20))
+    run_partitions(manifest, str(runs), 4)
+    opened: list[Path] = []
+    original = CheckpointStore.open_read_only.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[CheckpointStore], path: Path, *args: object, **kwargs: object) -> CheckpointStore:
+        opened.append(Path(path))
+        return original(cls, path, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(CheckpointStore, "open_read_only", classmethod(spy))
+    own = runs / "bulk" / "shards" / "part-2-of-4" / "checkpoint.sqlite"
+
+    plan_partition(manifest, runs, 2, 4)
+    assert set(opened) <= {own}, opened
+
+    assert run("merge", "bulk", "--runs-dir", str(runs))[0] == 0
+    opened.clear()
+    plan_partition(manifest, runs, 2, 4)
+    assert runs / "bulk" / "checkpoint.sqlite" in opened
+    assert set(opened) <= {own, runs / "bulk" / "checkpoint.sqlite"}, opened
