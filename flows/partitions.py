@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
@@ -36,6 +37,8 @@ class PartitionRun:
     name: str
     state: str
     pid: str
+    # When it is (or was) due: a partition scheduled again is due now, behind every waiting one.
+    expected: datetime | None = None
 
     @property
     def final(self) -> bool:
@@ -70,7 +73,10 @@ async def partition_runs(submitted: list[tuple[str, UUID]]) -> list[PartitionRun
         flow_run = by_id.get(flow_run_id)
         state = flow_run.state.type.value if flow_run and flow_run.state else "UNKNOWN"
         pid = str(flow_run.infrastructure_pid or "") if flow_run else ""  # what a process worker started
-        runs.append(PartitionRun(partition, flow_run_id, flow_run.name if flow_run else "", state, pid))
+        expected = flow_run.expected_start_time if flow_run else None
+        runs.append(
+            PartitionRun(partition, flow_run_id, flow_run.name if flow_run else "", state, pid, expected)
+        )
     return runs
 
 
@@ -79,8 +85,14 @@ async def follow(
     show: Callable[[list[PartitionRun]], None],
     every: float = 2.0,
 ) -> list[PartitionRun]:
-    """Show the partitions' flow runs every ``every`` seconds until each has a final state."""
+    """Show the partitions' flow runs every ``every`` seconds until each has a final state.
+
+    A partition that ran and is scheduled again (crashed, then re-run by the automation or here)
+    goes to the front of the pool's queue, ahead of the partitions not started yet: the next free
+    worker resumes it instead of starting another (workers take the earliest due first)."""
     again: dict[UUID, int] = {}
+    started: set[UUID] = set()  # seen past Scheduled since it was last put in front
+    front: datetime | None = None
     while True:
         try:
             runs = await partition_runs(submitted)
@@ -88,26 +100,39 @@ async def follow(
             await asyncio.sleep(every)
             continue
         show(runs)
+        due = [run.expected for run in runs if run.expected is not None]
+        if front is None and due:
+            front = min(due) - timedelta(seconds=1)
         scheduled = False
         for run in runs:
+            if run.state in ("PENDING", "RUNNING"):
+                started.add(run.flow_run_id)
             # Crashed: the automations' events may have been lost (a server restart). Failed: a flow
             # run that lost the server mid-way fails; its checkpoint resumes it. A few times only: a
             # partition that keeps failing has a cause a person must see.
             if run.state in ("CRASHED", "FAILED") and again.get(run.flow_run_id, 0) < RUN_AGAIN:
                 again[run.flow_run_id] = again.get(run.flow_run_id, 0) + 1
-                await schedule_again(run.flow_run_id)
+                await schedule_again(run.flow_run_id, front)
+                started.discard(run.flow_run_id)
+                scheduled = True
+            elif run.state == "SCHEDULED" and run.flow_run_id in started:  # re-run by the automation
+                await schedule_again(run.flow_run_id, front)
+                started.discard(run.flow_run_id)
                 scheduled = True
         if not scheduled and all(run.final for run in runs):
             return runs
         await asyncio.sleep(every)
 
 
-async def schedule_again(flow_run_id: UUID) -> None:
+async def schedule_again(flow_run_id: UUID, front: datetime | None = None) -> None:
     """A crashed or failed partition back to Scheduled, for any worker of the pool (as the
-    automation does for a crashed one)."""
+    automation does for a crashed one); due at ``front`` (the earliest partition's due time), so
+    it is taken before the partitions still waiting."""
     from prefect.states import AwaitingRetry
 
     async with get_client() as client:
         await client.set_flow_run_state(
-            flow_run_id, AwaitingRetry(message="crashed: scheduled again"), force=True
+            flow_run_id,
+            AwaitingRetry(message="crashed: scheduled again", scheduled_time=front),
+            force=True,
         )
