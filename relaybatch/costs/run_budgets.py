@@ -103,6 +103,10 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
     never pass the budget, in any order of executions, and shards run one after the other still
     get a full share each.
     """
+    if limits.run_usd is None and not limits.job_usd:
+        # No budget counts the other stores (none, or the run's held by the Prefect server): their
+        # SQLite, perhaps another host's, is not opened (docs/prefect.md, the storage contract).
+        return Decimal(0), {}
     run_dir = RunPaths(store_dir).run_root
     split = _split(store_dir, run_dir) if store_dir != run_dir else 0
     outside: list[Spend] = []

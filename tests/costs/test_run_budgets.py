@@ -237,3 +237,31 @@ def test_no_order_of_executions_of_a_run_and_its_shards_passes_the_budget() -> N
         siblings = [usd for other, usd in fresh.items() if other != index]
         fresh[index] = budget / 3 - counted_beside(3, budget / 3, [], siblings)
     assert sum(fresh.values()) == pytest.approx(budget)
+
+
+def test_with_no_budget_counting_them_a_store_opens_no_other_cost_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage contract: a partition whose run budget the Prefect server holds (or that has no
+    budget) does not open the other partitions' costs.sqlite, perhaps another host's."""
+    from relaybatch.costs.ledger import CostStore
+    from relaybatch.costs.run_budgets import spent_beside
+
+    run = RunPaths(tmp_path / "big")
+    mine, theirs = run.partition(1, 2), run.partition(2, 2)
+    for folder in (mine, theirs):
+        folder.root.mkdir(parents=True)
+        CostStore(folder.cost_store).close()
+    opened: list[Path] = []
+    original = CostStore.open_read_only.__func__  # type: ignore[attr-defined]
+
+    def spy(cls: type[CostStore], path: Path) -> CostStore | None:
+        opened.append(path)
+        return original(cls, path)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(CostStore, "open_read_only", classmethod(spy))
+
+    assert spent_beside(mine.root, Budgets()) == (D(0), {})
+    assert opened == []
+    spent_beside(mine.root, Budgets(job_usd={"docs": D("1")}))
+    assert theirs.cost_store in opened and mine.cost_store not in opened
