@@ -62,7 +62,7 @@ class ServerLimits:
         self,
         api_url: str,
         headers: dict[str, str] | None = None,
-        timeout: float = 5.0,
+        timeout: float = 10.0,
         out: TextIO | None = None,
         transport: Any = None,
     ) -> None:
@@ -72,7 +72,8 @@ class ServerLimits:
         self._http = httpx.AsyncClient(
             base_url=self.api_url,
             headers=headers or {},
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 3.0)),
+            # A refused connection fails at once; a busy server on a loaded machine may take seconds.
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             transport=transport,
         )
         self._out = out
@@ -121,6 +122,16 @@ class ServerLimits:
                 state = LimitState(name, limit, state.active_slots, state.active)
             return state
         raise UserError(f"limit {name!r}: could not create it on the Prefect server at {self.api_url}")
+
+    async def create(self, name: str, limit: int, active_slots: int = 0) -> bool:
+        """Create the limit with ``active_slots`` already counted; False when it exists already
+        (the server refuses a second limit of one name: whoever creates it first is the one)."""
+        body = {"name": name, "limit": limit, "active_slots": active_slots, "slot_decay_per_second": 0.0}
+        response = await self._request("POST", "/v2/concurrency_limits/", json=body)
+        if response.status_code == 409:
+            return False
+        _check(response, f"creating limit {name!r}")
+        return True
 
     async def increment(self, names: list[str], slots: int) -> bool:
         """Add ``slots`` to every limit in ``names`` at once; False (nothing added) when one is full."""

@@ -458,8 +458,12 @@ class Execution:
                 async def ask(shared: SharedRoom = spend, answers: list[Refused | None] = answers) -> None:
                     answers.append(await shared.room_for(call))
 
-                if not await self.submit_waits.until(ask()) or not self.submitting:
-                    return False
+                self.waiting_for_room += 1  # not in flight while it waits for the server
+                try:
+                    if not await self.submit_waits.until(ask()) or not self.submitting:
+                        return False
+                finally:
+                    self.waiting_for_room -= 1
                 refused = answers[0]
             if refused is None:
                 if spend.reserve(call):

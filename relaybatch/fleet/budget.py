@@ -163,6 +163,23 @@ class ServerBudget:
         else:
             self.held = held
 
+    async def seed(self, holder: str, counted: Decimal) -> bool:
+        """Count what another store of the run spent before the server held the budget (its
+        ledger's figure, ``counted``), once: under a holder of its own, created with that count
+        unless one exists already. The budget is raised first, so a crash in between leaves the
+        server counting more, never less; a holder another process created first is theirs, and
+        the raise is taken back. False when the budget has no room for it (nothing counted)."""
+        name = f"{self.spec.name}:held-by:{holder}"
+        if await self.limits.read(name) is not None:
+            return True
+        units = units_up(counted)
+        if units and not await self.limits.increment([self.spec.name], units):
+            self.short = True  # the run spent more than the budget has room for: nothing is sent
+            return False
+        if not await self.limits.create(name, MAX_SLOTS, units) and units:
+            await self.limits.decrement([self.spec.name], units)
+        return True
+
     async def make_room(self, need: Decimal, ask: Decimal) -> bool:
         """Room for ``need`` more than this store sets aside now: from its allowance, else taken
         from the server (up to ``ask``, at least ``need``), and set aside for the call at once (no
@@ -241,10 +258,18 @@ class ServerBudgetGuard:
     def store(self) -> Any:
         return self.inner.store
 
-    async def open(self) -> None:
+    async def open(self, others: dict[str, Decimal | None] | None = None) -> None:
+        """Open each budget with what this store's ledger counts; ``others``: the run's other
+        stores (holder -> what its ledger counts, None when it has no ledger file) that the run's
+        budget counts once, if no process has counted them on the server yet."""
         counted = self.inner.store.spent()[0]
         for budget in self.budgets:
             await _reachable(self.limits, lambda budget=budget: budget.open(counted))
+            if budget.spec.scope != "run":
+                continue
+            for holder, spent in (others or {}).items():
+                if spent is not None:
+                    await _reachable(self.limits, lambda b=budget, h=holder, c=spent: b.seed(h, c))
 
     async def close(self) -> None:
         """Give back what the store holds beyond what its ledger counts (calls still in flight

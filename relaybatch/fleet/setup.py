@@ -42,6 +42,33 @@ def whole_run_budget(saved: dict[str, Any]) -> Decimal | None:
     return None if whole is None else Decimal(whole)
 
 
+def other_stores(paths: RunPaths, run_name: str) -> dict[str, Decimal | None]:
+    """The run's other stores, each by its holder's name, with what its cost ledger counts: read
+    from its ledger Parquet file (never another host's SQLite); None when it has none yet."""
+    import pyarrow.parquet as pq
+
+    from relaybatch.costs.ledger import budget_amount
+
+    found: dict[str, Decimal | None] = {}
+    for folder in RunPaths(RunPaths(paths.root).run_root).store_folders():
+        if folder.root == paths.root or not folder.cost_store.exists():
+            continue
+        counted: Decimal | None = None
+        if folder.ledger.exists():
+            table = pq.read_table(folder.ledger, columns=["usd", "known_usd", "reserved_usd"])
+            counted = sum(
+                (
+                    budget_amount({"usd": u, "known_usd": k or 0, "reserved_usd": r})
+                    for u, k, r in zip(
+                        *(table.column(n).to_pylist() for n in table.column_names), strict=True
+                    )
+                ),
+                Decimal(0),
+            )
+        found[holder_of(folder, run_name)] = counted
+    return found
+
+
 @contextlib.asynccontextmanager
 async def held_by_server(
     paths: RunPaths, run_name: str, saved: dict[str, Any], guard: RunSpendGuard, renders: RenderSettings
@@ -65,7 +92,7 @@ async def held_by_server(
             budget = ServerBudgetGuard(
                 guard, [ServerBudget(limits, spec) for spec in specs], limits, settings
             )
-            await budget.open()
+            await budget.open(other_stores(paths, run_name) if holds_run else None)
         if caps:
             per_job = {job: own.max_in_flight for job, own in renders.jobs.items() if own.max_in_flight}
             slots = ServerRenderSlots(limits, holder, caps, per_job, renders.max_in_flight_per_model)

@@ -8,6 +8,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,43 @@ async def test_two_render_slot_holders_share_one_cap_and_a_dead_ones_renders_kee
         await slots.close()
     if two._syncer is not None:  # the dead one: stopped, nothing given back
         two._syncer.cancel()
+
+
+async def test_spend_of_the_runs_other_stores_is_counted_once_from_their_ledger_files(
+    limits: ServerLimits, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from relaybatch.fleet.setup import other_stores
+    from relaybatch.run_folder import RunPaths
+
+    run = f"seeded-{random.randrange(10**9)}"
+    root = RunPaths(tmp_path / run)
+    money = pa.decimal128(38, 18)
+    for folder, rows in (
+        (root, [("0.001", "0.001", None), (None, "0", "0.0005")]),
+        (root.partition(2, 2), []),
+    ):
+        folder.root.mkdir(parents=True, exist_ok=True)
+        folder.cost_store.touch()
+        columns = {
+            name: [Decimal(row[i]) if row[i] else None for row in rows]
+            for i, name in enumerate(("usd", "known_usd", "reserved_usd"))
+        }
+        pq.write_table(
+            pa.table({name: pa.array(values, money) for name, values in columns.items()}), folder.ledger
+        )
+    others = other_stores(root.partition(1, 2), run)
+    assert others == {run: Decimal("0.0015"), f"{run}:part-2-of-2": Decimal(0)}
+
+    for _ in range(2):  # two partitions open: the run's own store is counted once
+        budget = ServerBudget(limits, _spec(run, f"{run}:part-1-of-2"))
+        await budget.open(Decimal(0))
+        for holder, spent in others.items():
+            assert spent is not None and await budget.seed(holder, spent)
+    state = await limits.read(budget.spec.name)
+    assert state is not None and state.active_slots == 1500
+    full = ServerBudget(limits, _spec(f"full-{run}", "x", usd="0.001"))
+    await full.open(Decimal(0))
+    assert not await full.seed("before", Decimal("0.002")) and full.short
