@@ -161,7 +161,12 @@ def _later_run_due(flow_run: FlowRun, due: datetime) -> str | None:
             )
             for run in runs
         ]
-    for run in later:
+    return _first_due(later, due, now)
+
+
+def _first_due(runs: list[FlowRun], due: datetime, now: datetime) -> str | None:
+    """The first of ``runs`` scheduled by its deployment and due after ``due`` and by ``now``."""
+    for run in runs:
         run_due = run.next_scheduled_start_time or run.expected_start_time
         if run.auto_scheduled and run_due is not None and due < run_due <= now:
             return f"{run.name}, due {run_due.astimezone(UTC).isoformat(timespec='seconds')}"

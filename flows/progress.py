@@ -25,7 +25,7 @@ from uuid import UUID
 from prefect.artifacts import acreate_progress_artifact, aupdate_progress_artifact
 
 from relaybatch.engine.states import TERMINAL_STATES
-from relaybatch.run import counts, current_limit_rpm, errors_by_type, spend_lines, total_spend
+from relaybatch.run import LiveLimit, counts, errors_by_type, spend_lines, total_spend
 from relaybatch.shared_limit import SharedLimit
 
 DEFAULT_EVERY_SECONDS = 5.0
@@ -100,12 +100,13 @@ def read_progress(
 class _Follower:
     def __init__(self, checkpoint: Path, shared_limit: SharedLimit | None) -> None:
         self.checkpoint = checkpoint
+        self.live_limit = LiveLimit()  # the execution shows its limiter here while it runs
         self.started = time.monotonic()
         self.finished_at_start = read_progress(checkpoint).finished
         self.limit_rpm: float | None = shared_limit.rpm if shared_limit else None
 
     def view(self) -> ProgressView:
-        learned = current_limit_rpm(self.checkpoint)
+        learned = self.live_limit.requests_per_minute
         if learned is not None:  # kept after the step ends, for the final update
             self.limit_rpm = learned
         return read_progress(self.checkpoint, self.started, self.finished_at_start, self.limit_rpm)
@@ -124,14 +125,15 @@ async def _follow(artifact_id: UUID, follower: _Follower, every: float) -> None:
 @contextlib.asynccontextmanager
 async def progress_artifact(
     checkpoint: Path, every: float = DEFAULT_EVERY_SECONDS, limit: SharedLimit | None = None
-) -> AsyncIterator[None]:
-    """Show the run's progress in the Prefect UI while the body runs; a final update on exit."""
+) -> AsyncIterator[LiveLimit]:
+    """Show the run's progress in the Prefect UI while the body runs; a final update on exit. Yields
+    where the execution shows the limit it uses (``execute_run(live_limit=)``)."""
     follower = _Follower(checkpoint, limit)
     view = follower.view()
     artifact_id = await acreate_progress_artifact(view.percent, description=view.description())
     task = asyncio.create_task(_follow(artifact_id, follower, every))
     try:
-        yield
+        yield follower.live_limit
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

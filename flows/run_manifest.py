@@ -33,7 +33,16 @@ from relaybatch.tasks import execute_items, export_outputs, plan_items, plan_par
 from relaybatch.costs.report import run_spend_figures
 from relaybatch.costs.terminal import budget_summary, run_budget_uses, spend_summary
 from relaybatch.manifests import run_name_for
-from relaybatch.run import Entry, PlannedRun, RunOutcome, RunPaths, Shard, executing, spend_lines
+from relaybatch.run import (
+    Entry,
+    ExecuteResult,
+    PlannedRun,
+    RunOutcome,
+    RunPaths,
+    Shard,
+    executing,
+    spend_lines,
+)
 from relaybatch.run import run_paths as paths_of_run
 from relaybatch.run.executions import execution_figures, execution_usd
 from relaybatch.run.locking import refreshing_ledger
@@ -178,21 +187,16 @@ async def execute_and_report(
     """
     timings = dict(timings or {})
     started = time.monotonic()
-    with executing(paths):  # one execution per store, from execute to export (run/locking.py)
-        async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit):
-            result = await execute_items(paths, base_url, shared_limit, cancel_remote_on_cancel, _entry())
-        executed = time.monotonic()
-        results = export_outputs(paths)
+    # The caller holds the store's lock from its plan (or, resuming, from the start) to the summary.
+    async with progress_artifact(paths.checkpoint, progress_every, limit=shared_limit) as live_limit:
+        result = await execute_items(
+            paths, base_url, shared_limit, cancel_remote_on_cancel, _entry(), live_limit=live_limit
+        )
+    executed = time.monotonic()
+    results = export_outputs(paths)
     timings.update({"execute": executed - started, "export": time.monotonic() - executed})
     outputs = results + [path for path in (paths.ledger,) if path.exists()]
-    notes = [f"stopped early: {result.stopped}"] if result.stopped else []
-    mine = None if result.execution is None else execution_figures(paths.root, result.execution)
-    notes.append(f"this {mine.line()}" if mine else "this execution sent nothing (refused before sending)")
-    notes.append(spend_note(paths.root))
-    notes += budget_notes(paths)
-    # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
-    gateway = base_url or entry_settings().base_url
-    notes.append(f"gateway: {gateway or 'the embedded emulator'}")
+    notes = _summary_notes(paths, result, base_url)
     await publish_summary(
         label, [paths.checkpoint], result.counts, spend_lines([paths.root]), outputs, notes, timings
     )
@@ -211,6 +215,20 @@ async def execute_and_report(
     if result.interrupted:
         return Cancelled(message=f"stopped by {result.interrupted}; run again to resume", data=outcome)
     return outcome
+
+
+def _summary_notes(paths: RunPaths, result: ExecuteResult, base_url: str | None) -> list[str]:
+    """The summary artifact's notes: why the execution stopped early, what it did and spent, the
+    run's spend and budgets, and the gateway it used."""
+    notes = [f"stopped early: {result.stopped}"] if result.stopped else []
+    mine = None if result.execution is None else execution_figures(paths.root, result.execution)
+    notes.append(f"this {mine.line()}" if mine else "this execution sent nothing (refused before sending)")
+    notes.append(spend_note(paths.root))
+    notes += budget_notes(paths)
+    # The gateway used, also when it came from RELAYBATCH_BASE_URL in this process's environment.
+    gateway = base_url or entry_settings().base_url
+    notes.append(f"gateway: {gateway or 'the embedded emulator'}")
+    return notes
 
 
 def _run_flow_options() -> dict[str, Any]:

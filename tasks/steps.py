@@ -18,6 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from relaybatch.run import (
     Entry,
     ExecuteResult,
+    LiveLimit,
     PlannedRun,
     RunPaths,
     Shard,
@@ -64,9 +65,13 @@ async def execute_items(
     shared_limit: SharedLimit | None = None,
     cancel_remote_on_stop: bool = False,
     entry: Entry | None = None,
+    live_limit: LiveLimit | None = None,
 ) -> ExecuteResult:
-    """Send every pending item, poll remote jobs, checkpoint each answer; counts per state."""
-    return await execute_run(paths, base_url, shared_limit, cancel_remote_on_stop, entry=entry)
+    """Send every pending item, poll remote jobs, checkpoint each answer; counts per state. The
+    flow holds the store's lock (``executing``) from its plan to its export."""
+    return await execute_run(
+        paths, base_url, shared_limit, cancel_remote_on_stop, entry=entry, live_limit=live_limit
+    )
 
 
 @task(name="export", persist_result=False, cache_policy=NO_CACHE, retries=0)

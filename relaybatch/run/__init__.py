@@ -23,8 +23,8 @@ from relaybatch.run.assemble import (
     stored_settings,
 )
 from relaybatch.run.execution import (
+    LiveLimit,
     RunOutcome,
-    current_limit_rpm,
     execute_run,
     export_run_results,
     rebuild_run_exports,
@@ -50,6 +50,7 @@ __all__ = [
     "Entry",
     "ExecuteResult",
     "Failure",
+    "LiveLimit",
     "OpenRun",
     "PlannedRun",
     "RunBusy",
@@ -60,7 +61,6 @@ __all__ = [
     "SpendLine",
     "counts",
     "counts_per_job",
-    "current_limit_rpm",
     "errors_by_type",
     "execute_run",
     "executing",

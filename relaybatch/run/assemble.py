@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -240,51 +241,98 @@ def plan_run(
     decision = fingerprint.compare(paths.checkpoint, manifest)
     images: dict[str, str] = {}  # image files read by validation: resolved path -> sha256
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
-        validation = _validated(manifest, decision, paths, seen_in, check, images)
-        inputs = _identity(Path(resolved), decision, images)
+        validate = functools.partial(
+            _validated, manifest, paths=paths, seen_in=seen_in, check=check, images=images
+        )
+        inputs_of = functools.partial(_identity, Path(resolved), images=images)
+        validation, inputs = validate(decision), inputs_of(decision)
         identity.check_identity(run, store_paths(run), Path(resolved), inputs, decision.manifest_sha256)
         # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
         # outlives planning, so nothing can take it between this plan and the execution after it.
         (hold or planning).enter_context(executing(paths))
-        if fingerprint.planned_since(paths.checkpoint, decision):  # by another process, meanwhile
-            decision = fingerprint.compare(paths.checkpoint, manifest)
-            validation = _validated(manifest, decision, paths, seen_in, check, images)
-            inputs = _identity(Path(resolved), decision, images)
-        if shard is None and fold_shards(run) and decision.status != fingerprint.WHOLE:
-            # Shards are views of this run: what they settled is settled here. Rows they planned
-            # may come from another version of the manifest, so this plan is a whole one.
-            decision = decision.whole("shard stores were folded into the run")
-            validation = _validated(manifest, decision, paths, seen_in, check, images)
-        settings = stored_settings(manifest, shard, overrides)
-        if say is not None:
-            for note in upgrade_notes(paths):
-                say(note)
-        with CheckpointStore(paths.checkpoint) as store:
-            store.save_run(name, settings)
-            store.record_manifest(resolved, inputs)
-            if decision.status == fingerprint.UNCHANGED:
-                counts = PlanCounts(0, 0, 0)
-            else:
-                try:
-                    counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
-                except fingerprint.InputsMoved as moved:  # rolled back: plan it whole instead
-                    decision = decision.whole(f"{moved} changed while it was read")
-                    validation = _validated(manifest, decision, paths, seen_in, check, images)
-                    counts = _plan_items(store, manifest, decision, validation, seen_in, run, shard)
-            store.note_planned(counts.added)  # the next execution's "new"
-        # Still under the plan's lock: nothing is sent between the plan and the reuse.
-        reused = reuse_answers(paths, manifest.settings.reuse) if manifest.settings.reuse else None
-    label = f"{name} shard {shard}" if shard else name
+        job = _Planning(manifest, name, run, paths, shard, resolved, seen_in, validate, inputs_of)
+        return _plan_locked(job, overrides, decision, validation, inputs, say)
+
+
+@dataclass(frozen=True)
+class _Planning:
+    """One plan's fixed parts: the manifest, where its run and store live, how it is validated
+    (``validate``) and identified (``inputs_of``) for a decision of how much to plan."""
+
+    manifest: Manifest
+    name: str
+    run: RunPaths
+    paths: RunPaths
+    shard: Shard | None
+    resolved: str
+    seen_in: Path
+    validate: Callable[[fingerprint.Decision], Validation]
+    inputs_of: Callable[[fingerprint.Decision], str]
+
+
+def _plan_locked(
+    job: _Planning,
+    overrides: RunOverrides,
+    decision: fingerprint.Decision,
+    validation: Validation,
+    inputs: str,
+    say: Callable[[str], None] | None,
+) -> PlannedRun:
+    """The plan under the store's lock: decided again when another process planned meanwhile, made
+    whole when shard stores were folded in, then the settings saved, the items planned and other
+    runs' answers reused (nothing is sent between the plan and the reuse)."""
+    paths, run, manifest = job.paths, job.run, job.manifest
+    if fingerprint.planned_since(paths.checkpoint, decision):  # by another process, meanwhile
+        decision = fingerprint.compare(paths.checkpoint, manifest)
+        validation, inputs = job.validate(decision), job.inputs_of(decision)
+    if job.shard is None and fold_shards(run) and decision.status != fingerprint.WHOLE:
+        # Shards are views of this run: what they settled is settled here. Rows they planned
+        # may come from another version of the manifest, so this plan is a whole one.
+        decision = decision.whole("shard stores were folded into the run")
+        validation = job.validate(decision)
+    settings = stored_settings(manifest, job.shard, overrides)
+    if say is not None:
+        for note in upgrade_notes(paths):
+            say(note)
+    plan = functools.partial(_plan_items, manifest=manifest, seen_in=job.seen_in, run=run, shard=job.shard)
+    with CheckpointStore(paths.checkpoint) as store:
+        store.save_run(job.name, settings)
+        store.record_manifest(job.resolved, inputs)
+        counts, decision = _planned(store, decision, validation, job.validate, plan)
+    reused = reuse_answers(paths, manifest.settings.reuse) if manifest.settings.reuse else None
+    label = f"{job.name} shard {job.shard}" if job.shard else job.name
     return PlannedRun(
         paths,
         label,
         counts.added,
         counts.superseded,
         counts.restored,
-        name,
+        job.name,
         planned=decision.status,
         reused=reused,
     )
+
+
+def _planned(
+    store: CheckpointStore,
+    decision: fingerprint.Decision,
+    validation: Validation,
+    validate: Callable[[fingerprint.Decision], Validation],
+    plan: Callable[..., PlanCounts],
+) -> tuple[PlanCounts, fingerprint.Decision]:
+    """The store's items brought up to the manifest as ``decision`` says (nothing when unchanged);
+    a plan whose inputs moved while they were read is rolled back and made whole. The counts, and
+    the decision that was carried out."""
+    if decision.status == fingerprint.UNCHANGED:
+        counts = PlanCounts(0, 0, 0)
+    else:
+        try:
+            counts = plan(store, decision=decision, validation=validation)
+        except fingerprint.InputsMoved as moved:  # rolled back: plan it whole instead
+            decision = decision.whole(f"{moved} changed while it was read")
+            counts = plan(store, decision=decision, validation=validate(decision))
+    store.note_planned(counts.added)  # the next execution's "new"
+    return counts, decision
 
 
 def upgrade_notes(paths: RunPaths) -> list[str]:

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -22,6 +23,7 @@ from relaybatch.engine import (
     AdaptiveTokenBucket,
     CheckpointStore,
     ProgressReporter,
+    RunSummary,
     export_results,
     progress_for,
 )
@@ -29,15 +31,16 @@ from relaybatch.errors import UserError
 from relaybatch.run.assemble import (
     Entry,
     ExecuteResult,
+    OpenRun,
     PlannedRun,
     open_run,
     plan_run,
     refused_before_sending,
     result_of,
 )
-from relaybatch.run.locking import executing, exporting
+from relaybatch.run.locking import exporting, require_executing
 from relaybatch.run.sharding import Shard
-from relaybatch.run.stopping import InterruptRelay, interrupt_at_once, stop_on_signals
+from relaybatch.run.stopping import InterruptRelay, StopOnSignal, interrupt_at_once, stop_on_signals
 from relaybatch.run_folder import RunPaths
 
 if TYPE_CHECKING:
@@ -48,10 +51,6 @@ STOPPED_AT_ONCE = (
     "stopped at once ({why}): requests that were in flight may have been billed; a resume reports them "
     "uncertain and does not resend them"
 )
-
-# The limiter of each execution running in this process, by checkpoint path: the Prefect progress
-# artifact shows its current rate (what the bucket learned from the gateway's headers).
-_RUNNING: dict[Path, AdaptiveTokenBucket] = {}
 
 
 @dataclass(frozen=True)
@@ -82,11 +81,35 @@ class _SendCount:
             self.count += 1
 
 
-def current_limit_rpm(checkpoint: Path) -> float | None:
-    """The requests-per-minute limit the execution of this checkpoint running in this process uses
-    now (None: not running here, or no limit known yet)."""
-    bucket = _RUNNING.get(checkpoint)
-    return None if bucket is None else bucket.requests_per_minute
+class LiveLimit:
+    """The request limit an execution in this process uses now, for whoever shows it beside the
+    run (the Prefect progress artifact, flows/progress.py): handed to ``execute_run``, which
+    attaches its limiter while the engine runs. None before and after, or while no limit is known
+    (the limit the bucket learned from the gateway's headers)."""
+
+    def __init__(self) -> None:
+        self._bucket: AdaptiveTokenBucket | None = None
+
+    @property
+    def requests_per_minute(self) -> float | None:
+        return None if self._bucket is None else self._bucket.requests_per_minute
+
+    @contextlib.contextmanager
+    def following(self, bucket: AdaptiveTokenBucket) -> Iterator[None]:
+        self._bucket = bucket
+        try:
+            yield
+        finally:
+            self._bucket = None
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """How the engine's work ended when it ended by itself (not stopped at once)."""
+
+    summary: RunSummary
+    signal: str | None  # the signal that asked it to stop, if one did
+    execution: int | None
 
 
 async def execute_run(
@@ -98,91 +121,128 @@ async def execute_run(
     relay: InterruptRelay | None = None,
     settings: Settings | None = None,
     entry: Entry | None = None,
+    live_limit: LiveLimit | None = None,
 ) -> ExecuteResult:
     """Send every pending item, poll remote jobs, checkpoint each answer; counts per state.
 
-    SIGINT and SIGTERM stop it cleanly (relaybatch/run/stopping.py); the result says which signal
-    it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the engine
-    the same way before the cancellation goes on. ``progress``: where progress goes (default: a
-    live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another thread;
-    ``settings``: the entry point's (built here from ``base_url`` when not given); ``entry``: what
-    started this execution (the run's ``executions`` table records it).
+    The caller holds the store's execution lock (``run.locking.executing``): whoever plans takes
+    it once and keeps it to the export (``plan_run(hold=)``); a resume without a plan takes it
+    itself. SIGINT and SIGTERM stop it cleanly (relaybatch/run/stopping.py); the result says which
+    signal it was. A cancellation from outside (Prefect cancelling the flow's coroutine) stops the
+    engine the same way before the cancellation goes on. ``progress``: where progress goes
+    (default: a live table on a terminal, log lines elsewhere); ``relay``: Ctrl-C caught by another
+    thread; ``settings``: the entry point's (built here from ``base_url`` when not given);
+    ``entry``: what started this execution (the run's ``executions`` table records it);
+    ``live_limit``: shows the limit in use while the engine runs.
     """
     from relaybatch.settings import entry_settings
+
+    require_executing(paths)
+    settings = settings or entry_settings(base_url=base_url)
+    try:
+        async with open_run(
+            paths,
+            base_url=base_url,
+            shared_limit=shared_limit,
+            cancel_remote_on_stop=cancel_remote_on_stop,
+            settings=settings,
+            entry=entry,
+        ) as run:
+            with _watched(run, paths.name, settings, progress, live_limit) as (watched, shown):
+                ended = await _until_stopped(watched, shown, settings, relay)
+    except UserError as error:
+        return refused_before_sending(paths, error)
+    return ended if isinstance(ended, ExecuteResult) else _outcome(ended)
+
+
+@contextlib.contextmanager
+def _watched(
+    run: OpenRun,
+    name: str,
+    settings: Settings,
+    progress: ProgressReporter | None,
+    live_limit: LiveLimit | None,
+) -> Iterator[tuple[OpenRun, ProgressReporter]]:
+    """The open run as this execution watches it, and where its progress goes: telemetry's spans
+    around each billed request and gauges from progress (when configured), the limiter shown to
+    ``live_limit`` while the block runs."""
     from relaybatch.telemetry import open_telemetry
 
-    settings = settings or entry_settings(base_url=base_url)
+    telemetry = open_telemetry(run.store.run_name() or name, settings.telemetry)
+    with contextlib.ExitStack() as watching:
+        if telemetry is not None:
+            watching.callback(telemetry.close)
+        if live_limit is not None:
+            watching.enter_context(live_limit.following(run.bucket))
+        # A live table for a person at a terminal; a line every few seconds in logs and CI.
+        if progress is None:
+            progress = progress_for(sys.stderr, settings.progress_every_seconds)
+        if telemetry is not None:
+            run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
+            progress = telemetry.watch_progress(progress)
+        yield run, progress
+
+
+async def _until_stopped(
+    run: OpenRun, progress: ProgressReporter, settings: Settings, relay: InterruptRelay | None
+) -> ExecuteResult | _Ended:
+    """The engine's work to its end, or to a stop: a first signal stops it cleanly (it ends by
+    itself, resumable); a second one, or the grace period running out, stops it at once (the
+    result is then final: ``_stopped_at_once``); a cancellation from outside lets the requests in
+    flight finish (bounded) and goes on."""
+    execution = run.store.execution  # its id (the store forgets it when the execution ends)
     stop = asyncio.Event()
-    with executing(paths):  # one execution per store at a time (run/locking.py)
+    sends = _SendCount()  # a stop at once has no summary: the count survives it
+    work = asyncio.ensure_future(run.execute(stop=stop, progress=progress, hook=sends.hook))
+    with stop_on_signals(stop, work, grace=settings.stop_grace_seconds, relay=relay) as signalled:
         try:
-            async with open_run(
-                paths,
-                base_url=base_url,
-                shared_limit=shared_limit,
-                cancel_remote_on_stop=cancel_remote_on_stop,
-                settings=settings,
-                entry=entry,
-            ) as run:
-                _RUNNING[paths.checkpoint] = run.bucket
-                execution = run.store.execution
-                telemetry = open_telemetry(run.store.run_name() or paths.name, settings.telemetry)
-                try:
-                    # A live table for a person at a terminal; a line every few seconds in logs and CI.
-                    if progress is None:
-                        progress = progress_for(sys.stderr, settings.progress_every_seconds)
-                    if telemetry is not None:  # spans around each billed request, gauges from progress
-                        run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
-                        progress = telemetry.watch_progress(progress)
-                    sends = _SendCount()  # a stop at once has no summary: the count survives it
-                    work = asyncio.ensure_future(run.execute(stop=stop, progress=progress, hook=sends.hook))
-                    with stop_on_signals(
-                        stop, work, grace=settings.stop_grace_seconds, relay=relay
-                    ) as signalled:
-                        try:
-                            summary = await asyncio.shield(work)
-                        except asyncio.CancelledError:
-                            if signalled.forced:
-                                # Stopped at once (a second signal, or the grace period ran out): what
-                                # was in flight stays `sending` and is reported uncertain on resume.
-                                # Recorded, so `status` says so rather than "its process died".
-                                stopped = STOPPED_AT_ONCE.format(why=signalled.forced_by)
-                                run.store.record_stop(stopped, sent=sends.count)
-                                counts = run.store.count_by_state()
-                                return ExecuteResult(
-                                    counts, stopped, None, sends.count, signalled.signal, execution
-                                )
-                            # Cancelled from outside: stop submitting, let the requests in flight
-                            # finish and be checkpointed (bounded), then let the cancellation go on.
-                            stop.set()
-                            with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
-                                await asyncio.wait_for(asyncio.shield(work), settings.stop_grace_seconds)
-                            work.cancel()
-                            raise
-                    if signalled.signal is not None and summary.stopped is not None:
-                        # A million items' exports take half a minute: say what the wait is for.
-                        print(
-                            f"stopped ({signalled.signal}): writing the cost ledger and the results before "
-                            "leaving (Ctrl-C again to leave them to the next run or `relaybatch export`)",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-                finally:
-                    _RUNNING.pop(paths.checkpoint, None)
-                    if telemetry is not None:
-                        telemetry.close()
-            if signalled.signal is not None and summary.stopped is None:
-                # The signal came after the engine's last answer: it stopped nothing, the run is
-                # complete, and it ends as a finished run (before: "stopped by SIGINT: None", 130).
-                print(
-                    f"{signalled.signal} came after the last answer was checkpointed: nothing was left "
-                    "to stop; writing the results (Ctrl-C again to leave that to the next run)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                return result_of(summary, execution)
-            return dataclasses.replace(result_of(summary, execution), interrupted=signalled.signal)
-        except UserError as error:
-            return refused_before_sending(paths, error)
+            summary = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if signalled.forced:
+                return _stopped_at_once(run, execution, sends.count, signalled)
+            # Cancelled from outside: stop submitting, let the requests in flight finish and be
+            # checkpointed (bounded), then let the cancellation go on.
+            stop.set()
+            with contextlib.suppress(Exception, asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(work), settings.stop_grace_seconds)
+            work.cancel()
+            raise
+    if signalled.signal is not None and summary.stopped is not None:
+        # A million items' exports take half a minute: say what the wait is for.
+        print(
+            f"stopped ({signalled.signal}): writing the cost ledger and the results before "
+            "leaving (Ctrl-C again to leave them to the next run or `relaybatch export`)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return _Ended(summary, signalled.signal, execution)
+
+
+def _stopped_at_once(
+    run: OpenRun, execution: int | None, sent: int, signalled: StopOnSignal
+) -> ExecuteResult:
+    """Stopped at once (a second signal, or the grace period ran out): what was in flight stays
+    ``sending`` and is reported uncertain on resume. Recorded, so ``status`` says so rather than
+    "its process died"."""
+    stopped = STOPPED_AT_ONCE.format(why=signalled.forced_by)
+    run.store.record_stop(stopped, sent=sent)
+    return ExecuteResult(run.store.count_by_state(), stopped, None, sent, signalled.signal, execution)
+
+
+def _outcome(ended: _Ended) -> ExecuteResult:
+    """The execution's result once its run is closed (the ledger written): interrupted by the
+    signal that stopped it, if one did."""
+    if ended.signal is not None and ended.summary.stopped is None:
+        # The signal came after the engine's last answer: it stopped nothing, the run is
+        # complete, and it ends as a finished run (before: "stopped by SIGINT: None", 130).
+        print(
+            f"{ended.signal} came after the last answer was checkpointed: nothing was left "
+            "to stop; writing the results (Ctrl-C again to leave that to the next run)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return result_of(ended.summary, ended.execution)
+    return dataclasses.replace(result_of(ended.summary, ended.execution), interrupted=ended.signal)
 
 
 def export_run_results(paths: RunPaths, rewrite: bool = False) -> list[Path]:
@@ -223,9 +283,10 @@ async def run_locally(
     """Run (or resume) a manifest in this process, with no Prefect at all (``progress`` and
     ``relay``: as ``execute_run``'s)."""
     started = time.monotonic()
-    with contextlib.ExitStack() as hold:  # the store's lock, from planning to export
+    # The store's lock, from planning to export: taken by the plan (here, or by the caller that
+    # planned and holds it meanwhile), once.
+    with contextlib.ExitStack() as hold:
         planned = planned or plan_run(manifest, runs_dir, shard, hold=hold)
-        hold.enter_context(executing(planned.paths))
         # A Ctrl-C once the engine has stopped (the ledger and results being written) leaves the
         # exports to the next run at once (stopping.interrupt_at_once).
         hold.enter_context(interrupt_at_once())

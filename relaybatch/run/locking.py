@@ -270,6 +270,17 @@ def executing(paths: RunPaths) -> Iterator[None]:
         yield
 
 
+def require_executing(paths: RunPaths) -> None:
+    """Raise unless this process holds the execution lock of the store at ``paths`` (``executing``).
+    An execution does not take it: whoever plans (or resumes without a plan) takes it once and keeps
+    it to the export, so nothing can take the store between the plan and the execution after it."""
+    key = (lock_path(paths.root).resolve(), False)
+    with _GUARD:
+        held = key in _HELD
+    if not held:
+        raise RuntimeError(f"{paths.root}: executed without its lock held by the caller (`executing`)")
+
+
 @contextlib.contextmanager
 def sending(paths: RunPaths) -> Iterator[None]:
     """The run's ``sending.lock``: exclusive for an execution of the run's own store, shared for a
