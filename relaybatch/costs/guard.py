@@ -273,6 +273,28 @@ def _remote_id(result: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+async def _price_book(
+    store: CostStore,
+    client: PricingClient,
+    calls: Iterable[tuple[str, str, str]],
+    providers: Mapping[str, str] | None,
+) -> PriceBook:
+    """The run's prices: those stored with it reused (a resumed run prices the same way), the rest
+    of every (job, kind, model) priced by route fetched and stored."""
+    book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
+    for model, provider, pricing in store.saved_prices():
+        book.put(parse_pricing(pricing, model=model), provider)
+    for job, kind, model in sorted(set(calls)):
+        if kind not in ROUTE_PRICED_KINDS or not model:
+            continue
+        provider = (providers or {}).get(job)
+        known = book.get(model, provider) is not None
+        prices = await book.load(model, provider, job=job)
+        if prices is not None and not known:
+            store.save_prices(prices, provider)
+    return book
+
+
 async def open_spend_guard(
     run_dir: Path,
     client: PricingClient,
@@ -289,17 +311,7 @@ async def open_spend_guard(
     """
     store = CostStore(run_dir / COST_STORE_NAME)
     try:
-        book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
-        for model, provider, pricing in store.saved_prices():
-            book.put(parse_pricing(pricing, model=model), provider)
-        for job, kind, model in sorted(set(calls)):
-            if kind not in ROUTE_PRICED_KINDS or not model:
-                continue
-            provider = (providers or {}).get(job)
-            known = book.get(model, provider) is not None
-            prices = await book.load(model, provider, job=job)
-            if prices is not None and not known:
-                store.save_prices(prices, provider)
+        book = await _price_book(store, client, calls, providers)
         # Calls an earlier execution left in flight (a crash, a kill): each may have been billed.
         store.reservations_to_unknown()
         spent, spent_by_job = store.spent()

@@ -188,8 +188,24 @@ def run_report(
             "known USD counts only their priced part, unknown USD their worst case "
             "(see outcome and unknown_prices in ledger.parquet)"
         )
+    written = _write_dashboards(runs_dir, names, day, last, spend.runs, dashboards_dir)
+    for path in written:
+        console.print(f"dashboard: {path}")
+    return written
+
+
+def _write_dashboards(
+    runs_dir: Path,
+    names: Sequence[str],
+    day: date | None,
+    last: date | None,
+    runs: Sequence[str],
+    dashboards_dir: Path,
+) -> list[Path]:
+    """Each run's own dashboard (only by an unfiltered report: it shows the whole run), then the
+    combined one of the report in ``dashboards_dir``."""
     written = []
-    if not filtered:
+    if day is None and last is None:
         # A run's own dashboard shows the whole run: a filtered report never replaces it.
         for folder in run_folders(runs_dir, names):
             own = load_dashboard(runs_dir, [folder.name])
@@ -197,10 +213,8 @@ def run_report(
             # One copy of the charting library for the runs folder, not one per run (4.8 MB each).
             written.append(write_dashboard(own, page, f"relaybatch: {folder.name}", library_dir=runs_dir))
     combined = load_dashboard(runs_dir, names, day, last)
-    name, title = combined_dashboard(spend.runs, names, day, last)
+    name, title = combined_dashboard(runs, names, day, last)
     written.append(write_dashboard(combined, dashboards_dir / name, title, library_dir=dashboards_dir))
-    for path in written:
-        console.print(f"dashboard: {path}")
     return written
 
 
@@ -305,36 +319,16 @@ def settle_unknown(
     """Settle one unknown outcome from the gateway's bill in the store that has it (the run's own
     or a shard's; ``only`` names one), inside ``hold(folder)`` (that folder's lock: no execution
     answers its calls meanwhile), and rewrite that folder's ledger; returns the folder."""
-    from decimal import InvalidOperation
-
     from relaybatch.costs.ledger import CostStore, write_ledger
 
     folders = cost_folders(run_dir, only)
-    if (charged_usd is None) == (not not_charged):
-        raise UserError("resolve: give exactly one of --charged USD or --not-charged with a CALL id")
-    amount: Decimal | None = None
-    if charged_usd is not None:
-        try:
-            amount = Decimal(charged_usd)
-        except InvalidOperation:
-            amount = None
-        if amount is None or not amount.is_finite() or amount < 0:
-            raise UserError(f"--charged {charged_usd!r}: expected a non-negative amount in USD, e.g. 0.40")
-    found = [folder for folder in folders if any(row["id"] == row_id for row in _unknown_rows(folder))]
+    amount = _charged_amount(charged_usd, not_charged)
     missing = UserError(
         f"run {run_dir.name} has no unknown outcome {row_id!r}"
         + (f" in store {only}" if only is not None else "")
         + " (list them: relaybatch resolve RUN)"
     )
-    if not found:
-        raise missing
-    if len(found) > 1:
-        where = ", ".join(store_label(run_dir, folder) for folder in found)
-        raise UserError(
-            f"{row_id!r} is an unknown outcome in {len(found)} stores of run {run_dir.name} ({where}): each "
-            "is a call of its own on the bill; settle each with --store naming it (run, or I/N for a shard)"
-        )
-    folder = found[0]
+    folder = _store_of(run_dir, folders, row_id, missing)
     item_key = next(row["item_key"] for row in _unknown_rows(folder) if row["id"] == row_id)
     item_state: str | None = None
     with hold(folder):
@@ -360,6 +354,39 @@ def settle_unknown(
     if item_state is not None:
         console.print(ITEM_SETTLED[item_state])
     return folder
+
+
+def _charged_amount(charged_usd: str | None, not_charged: bool) -> Decimal | None:
+    """What the bill shows for the call: ``--charged USD`` (a non-negative amount), or None for
+    ``--not-charged``; exactly one of them."""
+    from decimal import InvalidOperation
+
+    if (charged_usd is None) == (not not_charged):
+        raise UserError("resolve: give exactly one of --charged USD or --not-charged with a CALL id")
+    amount: Decimal | None = None
+    if charged_usd is not None:
+        try:
+            amount = Decimal(charged_usd)
+        except InvalidOperation:
+            amount = None
+        if amount is None or not amount.is_finite() or amount < 0:
+            raise UserError(f"--charged {charged_usd!r}: expected a non-negative amount in USD, e.g. 0.40")
+    return amount
+
+
+def _store_of(run_dir: Path, folders: list[Path], row_id: str, missing: UserError) -> Path:
+    """The one store folder whose unknown outcomes include ``row_id`` (``missing`` raised when
+    none does; a call id in several stores must be named with its store)."""
+    found = [folder for folder in folders if any(row["id"] == row_id for row in _unknown_rows(folder))]
+    if not found:
+        raise missing
+    if len(found) > 1:
+        where = ", ".join(store_label(run_dir, folder) for folder in found)
+        raise UserError(
+            f"{row_id!r} is an unknown outcome in {len(found)} stores of run {run_dir.name} ({where}): each "
+            "is a call of its own on the bill; settle each with --store naming it (run, or I/N for a shard)"
+        )
+    return found[0]
 
 
 # What a settled call does to its item (engine/states.py: uncertain -> pending | failed).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,17 +71,10 @@ def kind_for_url(url: str, body: dict[str, Any]) -> tuple[Kind, dict[str, Any]] 
 
 
 def _line_to_item(row: Row, *, job: str, file: str) -> Expanded:
+    """A batch line as an item: its url names the kind and route (``kind_for_url``), its body is
+    the request; each field missing or wrong is a problem at the line."""
     values, line = row.values, row.line
-    problems = [
-        Problem(
-            file,
-            line,
-            name,
-            "is required in a batch line; give custom_id, method, url and body on every line",
-        )
-        for name in ("custom_id", "url", "body")
-        if name not in values
-    ]
+    problems = _missing_fields(values, file, line)
     if problems:
         return None, problems
     body = values["body"]
@@ -121,6 +115,19 @@ def _line_to_item(row: Row, *, job: str, file: str) -> Expanded:
         file=file,
         line=line,
     )
+
+
+def _missing_fields(values: Mapping[str, Any], file: str, line: int) -> list[Problem]:
+    return [
+        Problem(
+            file,
+            line,
+            name,
+            "is required in a batch line; give custom_id, method, url and body on every line",
+        )
+        for name in ("custom_id", "url", "body")
+        if name not in values
+    ]
 
 
 def batch_job(path: Path) -> JobSource:

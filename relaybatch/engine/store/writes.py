@@ -114,40 +114,49 @@ class CheckedWrites(StoreBase):
             # A re-ask (states.is_reask): sending -> sending with more attempts than the row has.
             attempts = columns.index("attempts") if "attempts" in columns else None
             if array is None:
-                assignments = "".join(f", {name} = ?" for name in columns) + stamped
-                reask = (
-                    ""
-                    if attempts is None
-                    else f" or (state = '{SENDING}' and ? = '{SENDING}' and attempts < ?)"
-                )
-                cursor = self.db.conn.executemany(
-                    f"update items set state = ?{assignments} "
-                    f"where key = ? and ((state || '>' || ?) in {_ALLOWED_SQL}{reask})",
-                    [
-                        [state, *values, key, state, *([] if attempts is None else [state, values[attempts]])]
-                        for key, state, *values in rows
-                    ],
-                )
+                updated = self._update_each(columns, rows, stamped, attempts)
             else:
-                assignments = (
-                    "".join(f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2))
-                    + stamped
-                )
-                reask = (
-                    ""
-                    if attempts is None
-                    else f" or (items.state = '{SENDING}' and (j.value ->> 1) = '{SENDING}' "
-                    f"and items.attempts < (j.value ->> {attempts + 2}))"
-                )
-                cursor = self.db.conn.execute(
-                    f"update items set state = j.value ->> 1{assignments} "
-                    "from json_each(?) as j where items.key = j.value ->> 0 "
-                    f"and ((items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}{reask})",
-                    [array],
-                )
-            if cursor.rowcount != len(rows):
+                updated = self._update_from_json(columns, array, stamped, attempts)
+            if updated != len(rows):
                 return True
         return False
+
+    def _update_each(
+        self, columns: tuple[str, ...], rows: list[list[Any]], stamped: str, attempts: int | None
+    ) -> int:
+        """``rows`` ([key, state, *values of columns]) updated one statement each; rows updated."""
+        assignments = "".join(f", {name} = ?" for name in columns) + stamped
+        reask = "" if attempts is None else f" or (state = '{SENDING}' and ? = '{SENDING}' and attempts < ?)"
+        cursor = self.db.conn.executemany(
+            f"update items set state = ?{assignments} "
+            f"where key = ? and ((state || '>' || ?) in {_ALLOWED_SQL}{reask})",
+            [
+                [state, *values, key, state, *([] if attempts is None else [state, values[attempts]])]
+                for key, state, *values in rows
+            ],
+        )
+        return cursor.rowcount
+
+    def _update_from_json(
+        self, columns: tuple[str, ...], array: str, stamped: str, attempts: int | None
+    ) -> int:
+        """The rows in the JSON ``array`` updated in one statement (``json_each``); rows updated."""
+        assignments = (
+            "".join(f", {name} = j.value ->> {index}" for index, name in enumerate(columns, 2)) + stamped
+        )
+        reask = (
+            ""
+            if attempts is None
+            else f" or (items.state = '{SENDING}' and (j.value ->> 1) = '{SENDING}' "
+            f"and items.attempts < (j.value ->> {attempts + 2}))"
+        )
+        cursor = self.db.conn.execute(
+            f"update items set state = j.value ->> 1{assignments} "
+            "from json_each(?) as j where items.key = j.value ->> 0 "
+            f"and ((items.state || '>' || (j.value ->> 1)) in {_ALLOWED_SQL}{reask})",
+            [array],
+        )
+        return cursor.rowcount
 
     def _illegal(self, changes: Sequence[Change]) -> IllegalTransition:
         """The first of ``changes`` the state machine forbids, replayed from the store's states
