@@ -46,6 +46,9 @@ from relaybatch.server_limits import MAX_SLOTS, ServerLimits, Unreachable
 
 UNIT_USD = Decimal("0.000001")  # one slot of a budget's limit
 PREFIX = "relaybatch-budget"
+# After the server said it had no room: how long before it is asked again (a process's own
+# settlements still make room in its allowance meanwhile).
+FULL_RECHECK_SECONDS = 1.0
 
 
 def units_up(usd: Decimal) -> int:
@@ -126,6 +129,7 @@ class ServerBudget:
     set_aside: Decimal = Decimal(0)  # room promised to calls about to reserve
     short: bool = False  # the store's ledger counts more than the server could take
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    full_until: float = 0.0  # until then, the server is taken to have no room (FULL_RECHECK_SECONDS)
     taken: int = 0  # requests that took room (figures for tests and benchmarks)
     given_back: int = 0
 
@@ -190,6 +194,8 @@ class ServerBudget:
             if self.allowance >= need:
                 self.set_aside += need
                 return True
+            if time.monotonic() < self.full_until:
+                return False  # the server had no room a moment ago: not asked again yet
             for _ in range(5):  # another process took the room first: read again
                 state = await self.limits.read(self.spec.name)
                 if state is None:
@@ -199,6 +205,8 @@ class ServerBudget:
                 room = state.limit - state.active_slots
                 wanted = units_up(need - self.allowance)
                 if room < wanted:
+                    # Many workers wake at each settlement: the server is asked once a second.
+                    self.full_until = time.monotonic() + FULL_RECHECK_SECONDS
                     return False
                 slots = max(wanted, min(room, units_up(ask - self.allowance)))
                 if await self.limits.increment([self.spec.name, self.spec.holder_name], slots):
@@ -288,6 +296,10 @@ class ServerBudgetGuard:
         # No new billed request while the server cannot be reached (docs/prefect.md), even with
         # room set aside: the request limit and the render cap live there too.
         await self.limits.reachable_again()
+        earlier = self._aside.pop(call.key, None)
+        if earlier is not None:  # asked before, and the engine stopped before reserving: asked anew
+            for budget in self.budgets:
+                budget.set_aside -= earlier
         worst = self.inner.worst_case(call)
         if worst is None:
             why = "its most it can cost is not known (no price for it), so no budget can admit it"
@@ -306,7 +318,7 @@ class ServerBudgetGuard:
                 for budget in aside:
                     budget.set_aside -= worst
         if refused is None:
-            self._aside[call.key] = self._aside.get(call.key, Decimal(0)) + worst
+            self._aside[call.key] = worst
         return refused
 
     async def _room_in(self, budget: ServerBudget, worst: Decimal, ask: Decimal) -> Refused | None:
