@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
@@ -167,16 +168,20 @@ class ServerBudget:
         else:
             self.held = held
 
-    async def seed(self, holder: str, counted: Decimal) -> bool:
-        """Count what another store of the run spent before the server held the budget (its
-        ledger's figure, ``counted``), once: under a holder of its own, created with that count
-        unless one exists already. The budget is raised first, so a crash in between leaves the
-        server counting more, never less; a holder another process created first is theirs, and
-        the raise is taken back. False when the budget has no room for it (nothing counted)."""
+    async def seed(self, holder: str, counted: Callable[[], Decimal | None]) -> bool:
+        """Count what another store of the run spent before the server held the budget (what its
+        ledger file counts, read by ``counted`` only now), once: under a holder of its own, created
+        with that count unless one exists already. The budget is raised first, so a crash in
+        between leaves the server counting more, never less; a holder another process created
+        first is theirs, and the raise is taken back. False when the budget has no room for it
+        (nothing counted); True when counted, or nothing to count (no ledger file yet)."""
         name = f"{self.spec.name}:held-by:{holder}"
         if await self.limits.read(name) is not None:
             return True
-        units = units_up(counted)
+        spent = counted()
+        if spent is None:
+            return True
+        units = units_up(spent)
         if units and not await self.limits.increment([self.spec.name], units):
             self.short = True  # the run spent more than the budget has room for: nothing is sent
             return False
@@ -266,18 +271,17 @@ class ServerBudgetGuard:
     def store(self) -> Any:
         return self.inner.store
 
-    async def open(self, others: dict[str, Decimal | None] | None = None) -> None:
+    async def open(self, others: dict[str, Callable[[], Decimal | None]] | None = None) -> None:
         """Open each budget with what this store's ledger counts; ``others``: the run's other
-        stores (holder -> what its ledger counts, None when it has no ledger file) that the run's
-        budget counts once, if no process has counted them on the server yet."""
+        stores (holder -> what its ledger counts) that the run's budget counts once, if no process
+        has counted them on the server yet (``ServerBudget.seed``)."""
         counted = self.inner.store.spent()[0]
         for budget in self.budgets:
             await _reachable(self.limits, lambda budget=budget: budget.open(counted))
             if budget.spec.scope != "run":
                 continue
             for holder, spent in (others or {}).items():
-                if spent is not None:
-                    await _reachable(self.limits, lambda b=budget, h=holder, c=spent: b.seed(h, c))
+                await _reachable(self.limits, lambda b=budget, h=holder, c=spent: b.seed(h, c))
 
     async def close(self) -> None:
         """Give back what the store holds beyond what its ledger counts (calls still in flight

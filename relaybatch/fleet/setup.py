@@ -4,9 +4,11 @@ first send and closed after the last (docs/prefect.md, "Budget and render cap on
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from relaybatch.costs.guard import RunSpendGuard
@@ -42,31 +44,35 @@ def whole_run_budget(saved: dict[str, Any]) -> Decimal | None:
     return None if whole is None else Decimal(whole)
 
 
-def other_stores(paths: RunPaths, run_name: str) -> dict[str, Decimal | None]:
-    """The run's other stores, each by its holder's name, with what its cost ledger counts: read
-    from its ledger Parquet file (never another host's SQLite); None when it has none yet."""
+def other_stores(paths: RunPaths, run_name: str) -> dict[str, Callable[[], Decimal | None]]:
+    """The run's other stores (with a cost store), each by its holder's name, with how to read
+    what its cost ledger counts: from its ledger Parquet file, never another host's SQLite (None
+    when it has none yet). Read only for a store no process has counted on the server yet."""
+    return {
+        holder_of(folder, run_name): functools.partial(ledger_counted, folder.ledger)
+        for folder in RunPaths(RunPaths(paths.root).run_root).store_folders()
+        if folder.root != paths.root and folder.cost_store.exists()
+    }
+
+
+def ledger_counted(ledger: Path) -> Decimal | None:
+    """What a ledger Parquet file counts against a budget (charges; unknown outcomes and open
+    reservations at their worst case); None when there is no such file."""
     import pyarrow.parquet as pq
 
     from relaybatch.costs.ledger import budget_amount
 
-    found: dict[str, Decimal | None] = {}
-    for folder in RunPaths(RunPaths(paths.root).run_root).store_folders():
-        if folder.root == paths.root or not folder.cost_store.exists():
-            continue
-        counted: Decimal | None = None
-        if folder.ledger.exists():
-            table = pq.read_table(folder.ledger, columns=["usd", "known_usd", "reserved_usd"])
-            counted = sum(
-                (
-                    budget_amount({"usd": u, "known_usd": k or 0, "reserved_usd": r})
-                    for u, k, r in zip(
-                        *(table.column(n).to_pylist() for n in table.column_names), strict=True
-                    )
-                ),
-                Decimal(0),
-            )
-        found[holder_of(folder, run_name)] = counted
-    return found
+    if not ledger.exists():
+        return None
+    table = pq.read_table(ledger, columns=["usd", "known_usd", "reserved_usd"])
+    rows = zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True)
+    return sum(
+        (
+            budget_amount({"usd": usd, "known_usd": known or 0, "reserved_usd": worst})
+            for usd, known, worst in rows
+        ),
+        Decimal(0),
+    )
 
 
 @contextlib.asynccontextmanager
