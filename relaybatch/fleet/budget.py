@@ -50,6 +50,8 @@ PREFIX = "relaybatch-budget"
 # After the server said it had no room: how long before it is asked again (a process's own
 # settlements still make room in its allowance meanwhile).
 FULL_RECHECK_SECONDS = 1.0
+# Room a process has not asked for in this long goes back to the server (another may need it).
+IDLE_SECONDS = 2.0
 
 
 def units_up(usd: Decimal) -> int:
@@ -257,7 +259,8 @@ class ServerBudgetGuard:
         self._aside: dict[str, Decimal] = {}  # by call key: room set aside by room_for
         self._reserved: dict[str, Decimal] = {}  # by call key: worst case of a call in flight
         self._refusals: dict[str, Refused] = {}
-        self.stopped: str | None = None
+        self._last_asked = time.monotonic()
+        self._idle: asyncio.Task[None] | None = None
 
     @property
     def execution(self) -> int | None:
@@ -282,10 +285,27 @@ class ServerBudgetGuard:
                 continue
             for holder, spent in (others or {}).items():
                 await _reachable(self.limits, lambda b=budget, h=holder, c=spent: b.seed(h, c))
+        self._idle = asyncio.create_task(self._give_back_when_idle())
+
+    async def _give_back_when_idle(self) -> None:
+        """Room this process took and has not asked for in IDLE_SECONDS (its work is all sent, or it
+        waits for renders) goes back to the server, where another process may need it."""
+        while True:
+            await self._sleep(IDLE_SECONDS)
+            if time.monotonic() - self._last_asked < IDLE_SECONDS:
+                continue
+            for budget in self.budgets:
+                if budget.allowance >= UNIT_USD:
+                    with contextlib.suppress(Unreachable):
+                        await budget.give_back()
 
     async def close(self) -> None:
         """Give back what the store holds beyond what its ledger counts (calls still in flight
         stay counted at their worst case: they become unknown outcomes)."""
+        if self._idle is not None:
+            self._idle.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle
         self.inner.commit()
         counted = self.inner.store.spent()[0]
         for budget in self.budgets:
@@ -300,6 +320,7 @@ class ServerBudgetGuard:
         # No new billed request while the server cannot be reached (docs/prefect.md), even with
         # room set aside: the request limit and the render cap live there too.
         await self.limits.reachable_again()
+        self._last_asked = time.monotonic()
         earlier = self._aside.pop(call.key, None)
         if earlier is not None:  # asked before, and the engine stopped before reserving: asked anew
             for budget in self.budgets:

@@ -174,3 +174,59 @@ async def test_spend_of_the_runs_other_stores_is_counted_once_from_their_ledger_
     full = ServerBudget(limits, _spec(f"full-{run}", "x", usd="0.001"))
     await full.open(Decimal(0))
     assert not await full.seed("before", lambda: Decimal("0.002")) and full.short
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.counted = Decimal(0)
+
+    def spent(self) -> tuple[Decimal, dict[str, Decimal]]:
+        return self.counted, {}
+
+
+class _Ledger:
+    """The run's own guard, as far as the server budget uses it: every call's worst case 100
+    millionths, charged 40."""
+
+    def __init__(self) -> None:
+        self.store = _Store()
+        self.execution: int | None = None
+
+    def worst_case(self, call: object) -> Decimal:
+        return Decimal("0.0001")
+
+    def reserve(self, call: object) -> bool:
+        self.store.counted += Decimal("0.0001")
+        return True
+
+    def settle_counting(self, call: object, result: object) -> tuple[Decimal, Decimal]:
+        self.store.counted += Decimal("0.00004") - Decimal("0.0001")
+        return Decimal("0.00004"), Decimal("0.00004")
+
+    def commit(self) -> None:
+        pass
+
+
+async def test_room_a_process_stops_asking_for_goes_back_to_the_server(limits: ServerLimits) -> None:
+    from relaybatch.engine.spend import BilledCall
+    from relaybatch.fleet.budget import IDLE_SECONDS, FleetSettings, ServerBudgetGuard
+
+    run = f"idle-{random.randrange(10**9)}"
+    budget = ServerBudget(limits, _spec(run, f"{run}:part-1-of-1"))
+    ledger = _Ledger()
+    guard = ServerBudgetGuard(ledger, [budget], limits, FleetSettings(budget_block_calls=20))  # type: ignore[arg-type]
+    await guard.open()
+    try:
+        call = BilledCall("k1", "i1", "job", "chat", {}, 1)
+        assert await guard.room_for(call) is None
+        assert guard.reserve(call)
+        state = await limits.read(budget.spec.name)
+        assert state is not None and state.active_slots == 2000  # 20 worst cases taken at once
+        guard.settle(call, {})
+        await asyncio.sleep(IDLE_SECONDS * 2.5)
+        state = await limits.read(budget.spec.name)
+        assert state is not None and state.active_slots == 40  # the charge; the unused room went back
+    finally:
+        await guard.close()
+    state = await limits.read(budget.spec.holder_name)
+    assert state is not None and state.active_slots == 40
