@@ -264,17 +264,18 @@ def plan_partition(
         settings = stored_settings(
             manifest, None, overrides, parts=count, held_by_server=configured_api_url() is not None
         )
-        keys = [item.key for item in manifest.iter_items(partition.ranges)]
         note_split(paths, digest)  # before the store holds any row of this split's range
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)
             store.record_manifest(str(resolved), prepared.identity)
-            others = OtherStores(consulted)
-            try:
-                for start in range(0, len(keys), _LEND_CHUNK):
-                    others.lend_work(store, keys[start : start + _LEND_CHUNK])
-            finally:
-                others.close()
+            if consulted:  # no store may hold our rows (a fresh split): no pass over them for keys
+                keys = [item.key for item in manifest.iter_items(partition.ranges)]
+                others = OtherStores(consulted)
+                try:
+                    for start in range(0, len(keys), _LEND_CHUNK):
+                        others.lend_work(store, keys[start : start + _LEND_CHUNK])
+                finally:
+                    others.close()
             counts = store.plan_items(manifest.iter_items(partition.ranges))
     label = f"{name} partition {index}/{count}"
     return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
