@@ -112,3 +112,39 @@ async def held_by_server(
                 await budget.close()
         finally:
             await limits.aclose()
+
+
+def server_budget_lines(run_name: str) -> list[str]:
+    """For `relaybatch status`: the run's budget and the account's as the Prefect server counts
+    them (every process's charges, unknown outcomes and calls in flight at their worst case, and
+    room taken), when a server is configured and holds them. One short read each."""
+    import httpx
+
+    from relaybatch.fleet.budget import PREFIX, UNIT_USD
+    from relaybatch.prefect_server import configured_api_url
+    from relaybatch.server_limits import api_headers
+
+    url = configured_api_url()
+    if url is None:
+        return []
+    names = [f"{PREFIX}:run:{run_name}"]
+    settings = fleet_settings()
+    if settings.account_budget_usd is not None:
+        names.append(f"{PREFIX}:account:{settings.account_name}")
+    lines = []
+    try:
+        with httpx.Client(base_url=url.rstrip("/"), headers=api_headers(), timeout=5.0) as client:
+            for name in names:
+                answer = client.get(f"/v2/concurrency_limits/{name}")
+                if answer.status_code != 200:
+                    continue
+                body = answer.json()
+                counted, budget = body["active_slots"] * UNIT_USD, body["limit"] * UNIT_USD
+                scope = "run" if ":run:" in name else "account"
+                lines.append(
+                    f"{scope} budget held by the Prefect server ({name}): {counted} of {budget} USD counted "
+                    f"there by every process, {budget - counted} left"
+                )
+    except httpx.HTTPError as error:
+        lines.append(f"budget on the Prefect server at {url}: cannot be read ({type(error).__name__})")
+    return lines

@@ -230,3 +230,20 @@ async def test_room_a_process_stops_asking_for_goes_back_to_the_server(limits: S
         await guard.close()
     state = await limits.read(budget.spec.holder_name)
     assert state is not None and state.active_slots == 40
+
+
+async def test_status_shows_the_runs_budget_as_the_server_counts_it(
+    limits: ServerLimits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relaybatch.fleet.setup import server_budget_lines
+
+    run = f"status-{random.randrange(10**9)}"
+    budget = ServerBudget(limits, _spec(run, run))
+    await budget.open(Decimal("0.0025"))
+    monkeypatch.setenv("PREFECT_API_URL", limits.api_url)
+    lines = await asyncio.to_thread(server_budget_lines, run)
+    assert lines == [
+        f"run budget held by the Prefect server (relaybatch-budget:run:{run}): 0.002500 of 0.010000 USD "
+        "counted there by every process, 0.007500 left"
+    ]
+    assert await asyncio.to_thread(server_budget_lines, f"never-{run}") == []
