@@ -113,6 +113,41 @@ async def test_concurrent_waiters_share_one_lease() -> None:
     assert limiter.tokens_held == 0
 
 
+async def test_while_the_server_is_away_polls_pass_and_billed_sends_wait_for_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import httpx
+
+    class AwayLease:
+        def __init__(self) -> None:
+            self.away = True
+            self.calls = 0
+
+        async def __call__(self, tokens: int) -> None:
+            self.calls += 1
+            if self.away:
+                raise httpx.ConnectError("connection refused")
+
+    lease, local = AwayLease(), RecordingLocal()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            lease.away = False  # the server answers again
+
+    limiter = SharedLimiter(SharedLimit(rpm=600), lease, local=local, sleep=sleep)
+    await limiter.acquire("poll")  # paid work is never held up by the server
+    await limiter.acquire("poll")
+    assert local.acquired == ["poll", "poll"] and slept == []
+    await limiter.acquire("submit")  # waits, asking again each second, until the server answers
+    assert slept == [1.0, 1.0, 1.0] and local.acquired == ["poll", "poll", "submit"]
+    assert limiter.unreachable_since is None and limiter.leases == 1
+    err = capsys.readouterr().err
+    assert "cannot be reached (ConnectError): no new billed request is sent" in err
+    assert "answers again" in err and "sending resumes" in err
+
+
 @pytest.mark.usefixtures("prefect_harness")
 async def test_a_missing_global_limit_fails_loudly() -> None:
     lease = prefect_lease(SharedLimit(rpm=600, name="relaybatch-test-never-created"))
