@@ -155,8 +155,6 @@ def run_report(
     ledger is refreshed as ``guard`` lets it (not beside its execution: ``add_ledger``). ``by``:
     one more table grouped by those columns; ``output``: that table (every grouping column when
     ``by`` is empty) as CSV or Parquet."""
-    from relaybatch.costs.grouping import ALL, grouped_rows, write_grouped
-
     day = parse_since(since)
     last = parse_since(until, "--until")
     if day is not None and last is not None and last < day:
@@ -164,12 +162,7 @@ def run_report(
     spend = load_spend(runs_dir, names, day, guard, last)
     for title, columns in TABLES:
         console.print(spend_table(spend, title, columns))
-    if by:
-        console.print(spend_table(spend, ", ".join(by), by))
-    if output is not None:
-        grouped: tuple[str, ...] = tuple(by) or ALL
-        table_file = write_grouped(grouped_rows(spend, grouped), grouped, output)
-        console.print(f"spend by {', '.join(grouped)}: {table_file}")
+    _grouped(console, spend, by, output)
     filtered = day is not None or last is not None
     uses = [] if filtered else run_budget_uses(spend, run_folders(runs_dir, names))
     if uses:
@@ -192,6 +185,19 @@ def run_report(
     for path in written:
         console.print(f"dashboard: {path}")
     return written
+
+
+def _grouped(console: Console, spend: RunSpend, by: Sequence[str], output: Path | None) -> None:
+    """``--by``: one more table grouped by those columns; ``--output``: that table (every grouping
+    column without ``--by``) written as CSV or Parquet."""
+    from relaybatch.costs.grouping import ALL, grouped_rows, write_grouped
+
+    if by:
+        console.print(spend_table(spend, ", ".join(by), by))
+    if output is not None:
+        grouped: tuple[str, ...] = tuple(by) or ALL
+        table_file = write_grouped(grouped_rows(spend, grouped), grouped, output)
+        console.print(f"spend by {', '.join(grouped)}: {table_file}")
 
 
 def _write_dashboards(

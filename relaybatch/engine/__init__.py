@@ -2,7 +2,7 @@
 
 The API for flows is documented at the top of docs/engine.md. Code outside the engine imports this
 face, or the store's own (``relaybatch.engine.store``); the other modules are internal: ``runner.py``
-(the feeder, workers and sending), ``execution_settings.py`` (its settings and summary),
+(the workers and sending), ``feeding.py`` (the feeder), ``execution_settings.py`` (its settings and summary),
 ``send_failures.py`` (what a failed send leaves), ``execution_progress.py`` (its figures),
 ``poller.py`` and ``poll_plan.py`` (async kinds), ``kinds.py`` (per-kind calls), ``states.py``
 (the item state machine), ``limiter.py``, ``progress.py``, ``writer.py`` (group commits),

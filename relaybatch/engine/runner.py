@@ -28,6 +28,7 @@ from relaybatch.engine.execution_settings import (
     Hook,
     RunSummary,
 )
+from relaybatch.engine.feeding import feed
 from relaybatch.engine.kinds import CALLS, Finished, KindNotAvailable, Submitted
 from relaybatch.engine.media import MediaFiles
 from relaybatch.engine.poll_plan import RenderSettings
@@ -48,7 +49,7 @@ from relaybatch.engine.states import (
     TERMINAL_STATES,
 )
 from relaybatch.engine.stop_waits import StopWaits
-from relaybatch.engine.store import Change, CheckpointStore, Row, epoch, now_ms
+from relaybatch.engine.store import Change, CheckpointStore, Row, now_ms
 from relaybatch.engine.writer import GroupCommit
 from relaybatch.gateway import GatewayClient, GatewayError
 from relaybatch.gateway.sending import SEND_TIMING, SendTiming
@@ -141,7 +142,7 @@ class Execution:
             async with asyncio.TaskGroup() as group:
                 poll_task = group.create_task(self.poller.run())
                 async with asyncio.TaskGroup() as submitters:
-                    submitters.create_task(self._feed())
+                    submitters.create_task(feed(self))
                     for _ in range(self.settings.concurrency):
                         submitters.create_task(self._work())
                 self.poller.submissions_over()
@@ -203,61 +204,8 @@ class Execution:
             reasons.append(f"job {job} stopped{f' with {left} items pending' if left else ''}: {why}")
         return "; ".join(reason for reason in reasons if reason) or None
 
-    async def _feed(self) -> None:
-        while self.submitting:
-            if await self._feed_one_pass():
-                continue
-            idle = self.in_flight == 0 and self.queue.empty()
-            if idle and not self._pending_left():
-                break
-            if idle and self.jobs_waiting_slot and self.poller.only_stuck_left():
-                # What is left waits for slots that only stuck renders hold: the run ends.
-                self.stuck_end(self.poller.stuck)
-                break
-            await self._wait_for_retries()
-        # Not in a finally: after a crash the workers are cancelled and nobody would drain these.
-        for _ in range(self.settings.concurrency):
-            await self.queue.put(None)
-
-    async def _feed_one_pass(self) -> bool:
-        """Queue every pending item that is ready now; True if any was queued."""
-        cursor, queued_any = 0, False
-        while self.submitting:
-            # Skipped in SQL: never read again and again.
-            held = [*self.jobs_stopped, *self.jobs_waiting, *self.jobs_waiting_slot]
-            page = self.store.work_page(
-                PENDING, cursor, self.settings.page_size, ready_at=epoch(), skip_jobs=held
-            )
-            if not page:
-                return queued_any
-            cursor = page[-1].rowid
-            # Decide which rows to queue now, before any await: a row already queued when the page
-            # was read may be sent, answered and released while this loop waits on a full queue,
-            # and queueing its stale copy then would send it again (a submitted video, twice).
-            fresh = [row for row in page if row.key not in self.queued and not self._job_held(row.job)]
-            self.queued.update(row.key for row in fresh)
-            for row in fresh:
-                queued_any = True
-                await self.queue.put(row)
-        return queued_any
-
-    def _job_held(self, job: str) -> bool:
+    def job_held(self, job: str) -> bool:
         return job in self.jobs_stopped or job in self.jobs_waiting or job in self.jobs_waiting_slot
-
-    def _pending_left(self) -> bool:
-        return self.store.has_state(PENDING, skip_jobs=list(self.jobs_stopped))
-
-    async def _wait_for_retries(self) -> None:
-        """Until the next retry is due (at most 1 s), a render slot frees, or the run stops."""
-        earliest = self.store.earliest_not_before()
-        delay = 0.05 if earliest is None else min(max(0.0, earliest - epoch()), 1.0)
-        self.slot_freed.clear()
-        waits = {asyncio.ensure_future(self.stop.wait()), asyncio.ensure_future(self.slot_freed.wait())}
-        try:
-            await asyncio.wait(waits, timeout=max(delay, 0.005), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
 
     async def _work(self) -> None:
         while (row := await self.queue.get()) is not None:
@@ -286,7 +234,7 @@ class Execution:
             )
             self.count_finished(row.kind, FAILED)
             return
-        if self._job_held(row.job):
+        if self.job_held(row.job):
             return  # its budget is reached (or waits for its calls in flight): the item stays pending
         if not calls.is_async:
             await self._send(row, call, attempt)
