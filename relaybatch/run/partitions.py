@@ -31,13 +31,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relaybatch.errors import UserError
 from relaybatch.manifests import Validation
 from relaybatch.manifests import ranges as input_ranges
 from relaybatch.manifests.ranges import Ranges
 from relaybatch.run_folder import RunPaths, partition_of_folder
+
+if TYPE_CHECKING:
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.manifests import Manifest
 
 Check = Callable[[Validation], None]
 
@@ -234,7 +238,7 @@ def plan_partition(
     from relaybatch.manifests import open_manifest
     from relaybatch.prefect_server import configured_api_url
     from relaybatch.run import identity
-    from relaybatch.run.assemble import OtherStores, PlannedRun, RunOverrides, stored_settings
+    from relaybatch.run.assemble import PlannedRun, RunOverrides, stored_settings
     from relaybatch.run.locking import executing
     from relaybatch.settings import run_paths
 
@@ -242,46 +246,68 @@ def plan_partition(
     manifest = open_manifest(manifest_path)
     name = manifest.run_name if overrides.run_name is None else overrides.run_name
     run = run_paths(runs_dir, name)
-    prepared = load_split(run, count, manifest_path)
-    if not 1 <= index <= count:
-        raise UserError(f"partition {index}/{count}: need 1 <= index <= count")
-    partition = prepared.partitions[index - 1]
-    check_unchanged(prepared, partition)
+    prepared, partition = _partition_of(run, manifest_path, index, count)
     resolved = manifest_path.resolve()
-    paths = partition.paths(run)
-    digest = split_digest(prepared)
+    paths, digest = partition.paths(run), split_digest(prepared)
     consulted = stores_to_consult(run, paths, digest)
     identity.check_identity(run, [*consulted, paths.checkpoint] if paths.checkpoint.exists() else consulted,
                             resolved, prepared.identity, "")  # fmt: skip
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
-        validation = manifest.validate(starts=partition.ranges, seen_in=seen_in)
-        if check is not None:
-            check(validation)
-        validation.raise_if_invalid()
+        _validate_range(manifest, partition, seen_in, check)
         (hold or planning).enter_context(executing(paths))
         # With a Prefect server, the server holds the run's budget and render caps for every
         # partition (relaybatch/fleet/): the store records it, so each execution uses them.
-        settings = stored_settings(
-            manifest, None, overrides, parts=count, held_by_server=configured_api_url() is not None
-        )
+        held = configured_api_url() is not None
+        settings = stored_settings(manifest, None, overrides, parts=count, held_by_server=held)
         note_split(paths, digest)  # before the store holds any row of this split's range
         with CheckpointStore(paths.checkpoint) as store:
             store.save_run(name, settings)
             store.record_manifest(str(resolved), prepared.identity)
             if consulted:  # no store may hold our rows (a fresh split): no pass over them for keys
-                keys = [item.key for item in manifest.iter_items(partition.ranges)]
-                others = OtherStores(consulted)
-                try:
-                    for start in range(0, len(keys), _LEND_CHUNK):
-                        others.lend_work(store, keys[start : start + _LEND_CHUNK])
-                finally:
-                    others.close()
+                _take_over_work(store, consulted, manifest, partition)
             counts = store.plan_items(manifest.iter_items(partition.ranges))
-    label = f"{name} partition {index}/{count}"
-    return PlannedRun(paths, label, counts.added, counts.superseded, counts.restored, name)
+    added, superseded, restored = counts.added, counts.superseded, counts.restored
+    return PlannedRun(paths, f"{name} partition {index}/{count}", added, superseded, restored, name)
 
 
 _LEND_CHUNK = 20_000
+
+
+def _partition_of(
+    run: RunPaths, manifest_path: Path, index: int, count: int
+) -> tuple[PartitionSplit, Partition]:
+    """The run's prepared split into ``count`` and its partition ``index``, checked unchanged."""
+    prepared = load_split(run, count, manifest_path)
+    if not 1 <= index <= count:
+        raise UserError(f"partition {index}/{count}: need 1 <= index <= count")
+    partition = prepared.partitions[index - 1]
+    check_unchanged(prepared, partition)
+    return prepared, partition
+
+
+def _validate_range(manifest: Manifest, partition: Partition, seen_in: Path, check: Check | None) -> None:
+    """The partition's rows validated (and checked by ``check``, the gateway's catalog), or
+    ManifestInvalid raised with every problem."""
+    validation = manifest.validate(starts=partition.ranges, seen_in=seen_in)
+    if check is not None:
+        check(validation)
+    validation.raise_if_invalid()
+
+
+def _take_over_work(
+    store: CheckpointStore, consulted: list[Path], manifest: Manifest, partition: Partition
+) -> None:
+    """The partition's rows the ``consulted`` stores settled or superseded copied into ``store``
+    (``OtherStores.lend_work``, a chunk of keys at a time), before the partition's plan."""
+    from relaybatch.run.assemble import OtherStores
+
+    keys = [item.key for item in manifest.iter_items(partition.ranges)]
+    others = OtherStores(consulted)
+    try:
+        for start in range(0, len(keys), _LEND_CHUNK):
+            others.lend_work(store, keys[start : start + _LEND_CHUNK])
+    finally:
+        others.close()
 
 
 def split_digest(prepared: PartitionSplit) -> str:
