@@ -73,8 +73,13 @@ def test_a_bad_deployments_file_is_one_clear_error(tmp_path: Path, text: str, me
 
 
 def test_deploy_without_a_server_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No server from anywhere: not the environment, nor a profile, nor the session's test server
+    # (prefect_harness enters its URL into Prefect's settings once an earlier test started it).
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
-    result = CliRunner().invoke(app, ["deploy"])
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        result = CliRunner().invoke(app, ["deploy"])
     assert result.exit_code == 1
     assert "prefect server start" in result.output
 
