@@ -77,7 +77,10 @@ def _caught_up(paths: RunPaths, flow_run: FlowRun, catch_up: CatchUp) -> str | N
             return f"a later run of this deployment ({later}) is due too (catch_up: latest)"
         return None
     newest = _newest_execution(paths)
-    if newest is not None and datetime.fromisoformat(newest["started_at"]) >= due.replace(microsecond=0):
+    # Execution times are read in whole seconds: one that started in the second this run fell due
+    # may have started before it, so only a later second proves it came after (when unsure, the
+    # run executes: an execution finds nothing new to do, it never re-sends).
+    if newest is not None and datetime.fromisoformat(newest["started_at"]) > due.replace(microsecond=0):
         return (
             f"execution {newest['id']} of the run started at {newest['started_at']}, after this run was "
             f"due ({due.isoformat(timespec='seconds')}), and did its work (catch_up: once)"
