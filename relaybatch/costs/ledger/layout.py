@@ -187,9 +187,8 @@ def _price_paths(row: LedgerRow) -> str | None:
 _NO_USAGE = UsageCounts()
 
 
-def reservation_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
-    if row.cost.components or row.cost.usd is not None or row.usage != _NO_USAGE:
-        raise ValueError(f"a reservation carries no usage and no cost yet: {row.item_key}:{row.call}")
+def _call_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
+    """The columns a reservation and a charge row share, first in both: the call and its tier."""
     return [
         row.item_key,
         call_value(row.call),
@@ -201,6 +200,14 @@ def reservation_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
         row.provider,
         row.remote_id,
         row.cost.tier,
+    ]
+
+
+def reservation_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
+    if row.cost.components or row.cost.usd is not None or row.usage != _NO_USAGE:
+        raise ValueError(f"a reservation carries no usage and no cost yet: {row.item_key}:{row.call}")
+    return [
+        *_call_values(row, ids),
         ",".join(row.cost.unknown) or None,
         money_text(row.reserved_usd),
         _micros(row.charged_at),
@@ -212,18 +219,7 @@ def charge_values(row: LedgerRow, ids: Mapping[str, int]) -> list[Any]:
     """The row in ``CHARGE_COLUMNS`` order: ``flat_record``'s values (the layout tests compare
     the two), built as a list directly (this runs once per billed call)."""
     usage, cost = row.usage, row.cost
-    values: list[Any] = [
-        row.item_key,
-        call_value(row.call),
-        ids[row.run],
-        ids[row.job],
-        row.item_id,
-        row.kind,
-        ids[row.model],
-        row.provider,
-        row.remote_id,
-        cost.tier,
-    ]
+    values = _call_values(row, ids)
     for name in USAGE_COLUMNS:
         values.append(str(getattr(usage, name)) if name in SECONDS_COLUMNS else getattr(usage, name))
     values.append(money_text(usage.quote_usd))
