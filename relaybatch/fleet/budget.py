@@ -21,7 +21,13 @@ A process does not ask the server for every call (the server takes tens of write
 a busy fleet sends hundreds of requests a second): it takes room for about ``block_calls`` worst
 cases at a time and reserves each call from it (``allowance``); a call that settles below its
 worst case leaves the difference there for the next ones. What it holds beyond its calls goes
-back when the budget is nearly full (so another process may use it) and when the execution ends.
+back when the budget is nearly full (so another process may use it), when it has not asked for
+room in a while, and when another process waits for room: a process with nothing in flight and no
+room counts itself on ``<budget>:wanted`` (a plain counter, once a second while it waits), and
+every process holding room reads it every ``IDLE_SECONDS``; when it moved, the holder gives back
+what its calls do not need and takes room one call at a time for a while, so the room goes where
+the work is instead of staying with whoever took it first. It also comes back when the execution
+ends.
 The order of every step leaves the server counting at least what the ledgers count: a crash
 between two steps can leave room set aside that nobody uses (given back at the store's next
 execution), never spend the server does not count.
@@ -50,8 +56,11 @@ PREFIX = "relaybatch-budget"
 # After the server said it had no room: how long before it is asked again (a process's own
 # settlements still make room in its allowance meanwhile).
 FULL_RECHECK_SECONDS = 1.0
-# Room a process has not asked for in this long goes back to the server (another may need it).
+# Room a process has not asked for in this long goes back to the server (another may need it);
+# also how often a process holding room looks whether another waits for some.
 IDLE_SECONDS = 2.0
+# After another process was seen waiting: how long room is taken one call at a time (no blocks).
+LEAN_SECONDS = 2 * IDLE_SECONDS
 
 
 def units_up(usd: Decimal) -> int:
@@ -117,6 +126,10 @@ class ServerBudgetSpec:
         return f"{self.name}:held-by:{self.holder}"
 
     @property
+    def wanted_name(self) -> str:
+        return f"{self.name}:wanted"
+
+    @property
     def describe(self) -> str:
         return f"{self.scope} budget of {self.budget_usd} USD held by the Prefect server ({self.name})"
 
@@ -133,6 +146,10 @@ class ServerBudget:
     short: bool = False  # the store's ledger counts more than the server could take
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     full_until: float = 0.0  # until then, the server is taken to have no room (FULL_RECHECK_SECONDS)
+    lean_until: float = 0.0  # until then, room is taken one call at a time (another process waits)
+    wanted_seen: int | None = None  # the ``wanted`` counter when last read
+    wants: int = 0  # this store's own counts on ``wanted`` since it was last read
+    wanted_at: float = 0.0  # when this store last counted itself on ``wanted``
     taken: int = 0  # requests that took room (figures for tests and benchmarks)
     given_back: int = 0
 
@@ -145,6 +162,7 @@ class ServerBudget:
         then bring what the store holds to what its ledger counts."""
         await self.limits.ensure(self.spec.name, units_down(self.spec.budget_usd))
         await self.limits.ensure(self.spec.holder_name, MAX_SLOTS)
+        await self.limits.ensure(self.spec.wanted_name, MAX_SLOTS)
         self.used = counted
         await self.reconcile()
 
@@ -215,13 +233,34 @@ class ServerBudget:
                     # Many workers wake at each settlement: the server is asked once a second.
                     self.full_until = time.monotonic() + FULL_RECHECK_SECONDS
                     return False
-                slots = max(wanted, min(room, units_up(ask - self.allowance)))
+                lean = time.monotonic() < self.lean_until  # another process waits: no block
+                slots = wanted if lean else max(wanted, min(room, units_up(ask - self.allowance)))
                 if await self.limits.increment([self.spec.name, self.spec.holder_name], slots):
                     self.held += slots
                     self.taken += 1
                     self.set_aside += need
                     return True
             return False
+
+    async def want(self) -> None:
+        """Say on the server that this store waits for room (at most once a second): the stores
+        holding room give back what their calls do not need (``others_want``)."""
+        if time.monotonic() - self.wanted_at < FULL_RECHECK_SECONDS:
+            return
+        self.wanted_at = time.monotonic()
+        if await self.limits.increment([self.spec.wanted_name], 1):
+            self.wants += 1
+        else:  # the counter is full (after two billion waits): it starts again
+            await self.limits.decrement([self.spec.wanted_name], MAX_SLOTS)
+
+    async def others_want(self) -> bool:
+        """Whether another store said it waits for room since this one last looked."""
+        state = await self.limits.read(self.spec.wanted_name)
+        if state is None:
+            return False
+        seen, mine = self.wanted_seen, self.wants
+        self.wanted_seen, self.wants = state.active_slots, 0
+        return seen is not None and state.active_slots - seen > mine
 
     async def give_back(self) -> None:
         """Room set aside and not promised to any call goes back to the server."""
@@ -288,15 +327,22 @@ class ServerBudgetGuard:
         self._idle = asyncio.create_task(self._give_back_when_idle())
 
     async def _give_back_when_idle(self) -> None:
-        """Room this process took and has not asked for in IDLE_SECONDS (its work is all sent, or it
-        waits for renders) goes back to the server, where another process may need it."""
+        """Room this process took goes back to the server, where another process may need it: when
+        it has not asked for any in IDLE_SECONDS (its work is all sent, or it waits for renders),
+        and when another process says it waits for room (then, for LEAN_SECONDS, room is taken one
+        call at a time)."""
         while True:
             await self._sleep(IDLE_SECONDS)
-            if time.monotonic() - self._last_asked < IDLE_SECONDS:
-                continue
+            idle = time.monotonic() - self._last_asked >= IDLE_SECONDS
             for budget in self.budgets:
-                if budget.allowance >= UNIT_USD:
-                    with contextlib.suppress(Unreachable):
+                if idle and budget.allowance < UNIT_USD:
+                    continue  # nothing to give back, and no block about to be taken
+                with contextlib.suppress(Unreachable):
+                    if await budget.others_want():
+                        budget.lean_until = time.monotonic() + LEAN_SECONDS
+                    elif not idle:
+                        continue
+                    if budget.allowance >= UNIT_USD:
                         await budget.give_back()
 
     async def close(self) -> None:
@@ -353,6 +399,7 @@ class ServerBudgetGuard:
             if self._reserved:
                 return Refused(await self._message(budget, worst), None, may_fit_later=True)
             # Nothing of ours in flight: room comes back only from other processes.
+            await _reachable(self.limits, budget.want)
             if waited_until is None:
                 waited_until = time.monotonic() + self.settings.budget_wait_seconds
             if time.monotonic() >= waited_until:

@@ -203,6 +203,9 @@ class _Ledger:
         self.store.counted += Decimal("0.00004") - Decimal("0.0001")
         return Decimal("0.00004"), Decimal("0.00004")
 
+    def release(self, call: object) -> None:
+        self.store.counted -= Decimal("0.0001")
+
     def commit(self) -> None:
         pass
 
@@ -230,6 +233,74 @@ async def test_room_a_process_stops_asking_for_goes_back_to_the_server(limits: S
         await guard.close()
     state = await limits.read(budget.spec.holder_name)
     assert state is not None and state.active_slots == 40
+
+
+async def test_a_process_waiting_for_room_gets_what_a_busy_process_holds_beyond_its_calls(
+    limits: ServerLimits,
+) -> None:
+    """A busy process took room in blocks and keeps sending; another, with nothing in flight, finds
+    the budget full. It says it waits, and the busy one gives back what its calls do not need and
+    takes one call at a time from then on, so the waiter sends within a few seconds, long before
+    the busy process ends (without the signal it would wait for that)."""
+    from relaybatch.engine.spend import BilledCall
+    from relaybatch.fleet.budget import IDLE_SECONDS, FleetSettings, ServerBudgetGuard
+
+    run = f"want-{random.randrange(10**9)}"
+    spec = _spec(run, "", usd="0.0030")  # 30 worst cases of 100 millionths
+    guards = [
+        ServerBudgetGuard(
+            _Ledger(),  # type: ignore[arg-type]
+            [ServerBudget(limits, ServerBudgetSpec(spec.scope, spec.key, spec.budget_usd, f"{run}:part-{n}-of-2"))],
+            limits,
+            FleetSettings(budget_block_calls=30, budget_wait_seconds=60),
+        )
+        for n in (1, 2)
+    ]
+    busy, waiter = guards
+    for guard in guards:
+        await guard.open()
+    stop = asyncio.Event()
+    sent = [0, 0]
+
+    async def keep_sending() -> None:  # one call at a time, each answered 4xx (nothing charged)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            call = BilledCall(f"b{n}", f"b{n}", "job", "chat", {}, 1)
+            if await busy.room_for(call) is None and busy.reserve(call):
+                sent[0] += 1
+                await asyncio.sleep(0.05)
+                busy.release(call)
+            else:
+                await asyncio.sleep(0.05)
+
+    try:
+        first = BilledCall("b0", "b0", "job", "chat", {}, 1)
+        assert await busy.room_for(first) is None and busy.reserve(first)
+        state = await limits.read(spec.name)
+        assert state is not None and state.limit - state.active_slots < 100  # all taken at once
+        sending = asyncio.create_task(keep_sending())
+        started = asyncio.get_running_loop().time()
+        call = BilledCall("w1", "w1", "job", "chat", {}, 1)
+        assert await waiter.room_for(call) is None  # room came back while the busy one still sends
+        waited = asyncio.get_running_loop().time() - started
+        assert waiter.reserve(call)
+        sent[1] += 1
+        assert not sending.done() and waited < 60
+        assert waited >= IDLE_SECONDS / 2  # it did wait: the room was all with the busy process
+        stop.set()
+        await sending
+        waiter.settle(call, {})
+        busy.settle(first, {})
+    finally:
+        stop.set()
+        for guard in guards:
+            await guard.close()
+    state = await limits.read(spec.name)
+    holders = [await limits.read(guard.budgets[0].spec.holder_name) for guard in guards]
+    assert state is not None and all(holder is not None for holder in holders)
+    assert state.active_slots == sum(holder.active_slots for holder in holders if holder)
+    assert state.active_slots <= 3000 and sent[1] == 1 and sent[0] >= 1
 
 
 async def test_status_shows_the_runs_budget_as_the_server_counts_it(
