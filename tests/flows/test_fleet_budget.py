@@ -183,6 +183,7 @@ def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp
     outputs = {part: _ended(server, f"p{part[0]}", process, 300) for part, process in processes.items()}
 
     billed, bodies = gateway.billed()
+    print("billed", billed, "of", budget)
     assert billed <= budget, (billed, outputs)
     assert billed >= budget * Decimal("0.9"), (billed, outputs)  # the room went where the work was
     assert max(bodies.values()) == 1

@@ -246,11 +246,10 @@ async def test_a_process_waiting_for_room_gets_what_a_busy_process_holds_beyond_
     from relaybatch.fleet.budget import IDLE_SECONDS, FleetSettings, ServerBudgetGuard
 
     run = f"want-{random.randrange(10**9)}"
-    spec = _spec(run, "", usd="0.0030")  # 30 worst cases of 100 millionths
     guards = [
         ServerBudgetGuard(
             _Ledger(),  # type: ignore[arg-type]
-            [ServerBudget(limits, ServerBudgetSpec(spec.scope, spec.key, spec.budget_usd, f"{run}:part-{n}-of-2"))],
+            [ServerBudget(limits, _spec(run, f"{run}:part-{n}-of-2", usd="0.0030"))],  # 30 worst cases
             limits,
             FleetSettings(budget_block_calls=30, budget_wait_seconds=60),
         )
@@ -277,7 +276,7 @@ async def test_a_process_waiting_for_room_gets_what_a_busy_process_holds_beyond_
     try:
         first = BilledCall("b0", "b0", "job", "chat", {}, 1)
         assert await busy.room_for(first) is None and busy.reserve(first)
-        state = await limits.read(spec.name)
+        state = await limits.read(busy.budgets[0].spec.name)
         assert state is not None and state.limit - state.active_slots < 100  # all taken at once
         sending = asyncio.create_task(keep_sending())
         started = asyncio.get_running_loop().time()
@@ -296,7 +295,7 @@ async def test_a_process_waiting_for_room_gets_what_a_busy_process_holds_beyond_
         stop.set()
         for guard in guards:
             await guard.close()
-    state = await limits.read(spec.name)
+    state = await limits.read(busy.budgets[0].spec.name)
     holders = [await limits.read(guard.budgets[0].spec.holder_name) for guard in guards]
     assert state is not None and all(holder is not None for holder in holders)
     assert state.active_slots == sum(holder.active_slots for holder in holders if holder)
