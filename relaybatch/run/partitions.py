@@ -98,20 +98,25 @@ def split(manifest_path: Path, count: int) -> list[Partition]:
 
 @dataclass(frozen=True)
 class PartitionSplit:
-    """A run's partitions as prepared once: the manifest, its identity, each data file's size."""
+    """A run's partitions as prepared once: the manifest, its identity, each data file's size, and
+    each input file's stamp (``file_stamp``) taken before the whole manifest was validated."""
 
     manifest: str
     identity: str
     sizes: dict[str, int]
     partitions: list[Partition]
+    stamps: dict[str, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        value = {
             "manifest": self.manifest,
             "identity": self.identity,
             "sizes": self.sizes,
             "partitions": [partition.to_json() for partition in self.partitions],
         }
+        if self.stamps:  # a split made before stamps were kept keeps its JSON, so its digest
+            value["stamps"] = self.stamps
+        return value
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> PartitionSplit:
@@ -120,7 +125,28 @@ class PartitionSplit:
             str(value["identity"]),
             {str(path): int(size) for path, size in value["sizes"].items()},
             [Partition.from_json(partition) for partition in value["partitions"]],
+            {str(path): [int(n) for n in stamp] for path, stamp in (value.get("stamps") or {}).items()},
         )
+
+    def validated_as_they_are(self) -> bool:
+        """Whether every input file (the manifest and each data file) is the one the whole
+        manifest was validated from when the split was made: the same stamp. A partition then
+        need not validate its rows again (the split did, with every row and across partitions);
+        any edit, copy over or replacement since changes a stamp, and its rows are validated."""
+        return bool(self.stamps) and all(
+            file_stamp(Path(path)) == stamp for path, stamp in self.stamps.items()
+        )
+
+
+def file_stamp(path: Path) -> list[int] | None:
+    """A file's size, modification and change times (ns) and inode: writing to it, replacing it or
+    copying another over it (even keeping its modification time) changes at least one; None when
+    it cannot be read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
 
 
 def split_file(run: RunPaths, count: int) -> Path:
@@ -138,10 +164,15 @@ def prepare(manifest_path: Path, run: RunPaths, count: int, check: Check | None 
 
     from relaybatch.files import write_text_atomically
 
+    # Stamped before the validation: a file changed while it is validated gets a stamp of its own.
+    stamps = {path: file_stamp(Path(path)) for path in _data_files(manifest_path)}
     identity = whole_identity(manifest_path, run, check)
     partitions = split(manifest_path, count)
     sizes = {path: Path(path).stat().st_size for path in _data_files(manifest_path)}
-    prepared = PartitionSplit(str(manifest_path.resolve()), identity, sizes, partitions)
+    known = {path: stamp for path, stamp in stamps.items() if stamp is not None}
+    prepared = PartitionSplit(
+        str(manifest_path.resolve()), identity, sizes, partitions, known if len(known) == len(stamps) else {}
+    )
     run.root.mkdir(parents=True, exist_ok=True)
     write_text_atomically(split_file(run, count), json.dumps(prepared.to_json()))
     return prepared
@@ -228,7 +259,9 @@ def plan_partition(
     hold: contextlib.ExitStack | None = None,
 ) -> Any:
     """Plan partition ``index`` of the run's prepared split into ``count``: validate and plan only
-    its rows, into ``<run>/shards/part-<index>-of-<count>/`` (returns a PlannedRun).
+    its rows, into ``<run>/shards/part-<index>-of-<count>/`` (returns a PlannedRun). Without
+    ``check``, rows of files the split validated as they are now (``validated_as_they_are``) are
+    not validated again: one pass over them, the plan's (a bad row stops it, and it adds nothing).
 
     Rows another store of the run settled or superseded are taken over (``OtherStores.lend_work``)
     before the plan, so nothing done or paid for elsewhere is sent again and a superseded item
@@ -253,7 +286,10 @@ def plan_partition(
     identity.check_identity(run, [*consulted, paths.checkpoint] if paths.checkpoint.exists() else consulted,
                             resolved, prepared.identity, "")  # fmt: skip
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
-        _validate_range(manifest, partition, seen_in, check)
+        # The split validated every row of these files as they are (the flow's partitions: no
+        # pass before the plan; a bad row would still stop the plan, which then adds nothing).
+        if check is not None or not prepared.validated_as_they_are():
+            _validate_range(manifest, partition, seen_in, check)
         (hold or planning).enter_context(executing(paths))
         # With a Prefect server, the server holds the run's budget and render caps for every
         # partition (relaybatch/fleet/): the store records it, so each execution uses them.

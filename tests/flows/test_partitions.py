@@ -163,3 +163,42 @@ def test_a_partition_opens_no_store_of_its_own_split_only_those_that_may_hold_it
     plan_partition(manifest, runs, 2, 4)
     assert runs / "bulk" / "checkpoint.sqlite" in opened
     assert set(opened) <= {own, runs / "bulk" / "checkpoint.sqlite"}, opened
+
+
+def test_a_partition_validates_its_rows_again_only_when_its_files_changed_since_the_split(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The split validated every row: a partition of files as they were then plans in one pass; a
+    same-size edit since (not refused: the ranges still hold) has its rows validated first."""
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.manifests import Manifest, ManifestInvalid
+    from relaybatch.run.partitions import PartitionSplit, plan_partition
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(10))
+    assert run("partition", str(manifest), "--partitions", "2", "--runs-dir", str(runs))[0] == 0
+    validated: list[object] = []
+    original = Manifest.validate
+
+    def spy(self: Manifest, *args: object, **kwargs: object) -> object:
+        validated.append(kwargs.get("starts"))
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Manifest, "validate", spy)
+
+    assert plan_partition(manifest, runs, 1, 2).added == 5
+    assert validated == []
+
+    edited = manifest.read_text().replace("Say 1.,16", "Say 1.,ab").replace("Say 7.,16", "Say 7.,ab")
+    manifest.write_text(edited)  # the same size
+    store = runs / "bulk" / "shards" / "part-2-of-2" / "checkpoint.sqlite"
+    with pytest.raises(ManifestInvalid, match=r"bulk.csv:3: max_tokens"):
+        plan_partition(manifest, runs, 1, 2)
+    assert len(validated) == 1
+
+    # Were the stamps fooled, the plan's own pass would stop at the bad row, adding nothing.
+    monkeypatch.setattr(PartitionSplit, "validated_as_they_are", lambda self: True)
+    with pytest.raises(ManifestInvalid, match=r"bulk.csv:9: max_tokens"):
+        plan_partition(manifest, runs, 2, 2)
+    assert len(validated) == 1
+    assert not store.exists() or CheckpointStore(store).count_by_state() == {}
