@@ -158,8 +158,7 @@ class Budget:
             if needed is None or spent + in_flight + needed > limit:
                 return Refusal(scope, limit, spent, in_flight, needed, self.split)
         for cap in self.periods:
-            spent = cap.spent_before + self._spent - self._spent_at_start
-            in_flight = self._in_flight(None)
+            spent, in_flight = self._period_spent(cap), self._in_flight(None)
             if needed is None or spent + in_flight + needed > cap.limit:
                 return Refusal(cap.name, cap.limit, spent, in_flight, needed, self.split, cap.period)
         return None
@@ -226,10 +225,14 @@ class Budget:
 
     def period_use(self) -> list[tuple[PeriodCap, Decimal]]:
         """Each period budget with what counts against it now, as ``_refusal`` counts it: spent in
-        the period before this execution and since, plus the worst cases held in flight."""
+        the period, plus the worst cases held in flight."""
         with self._lock:
-            held = self._spent - self._spent_at_start + self._in_flight(None)
-            return [(cap, cap.spent_before + held) for cap in self.periods]
+            in_flight = self._in_flight(None)
+            return [(cap, self._period_spent(cap) + in_flight) for cap in self.periods]
+
+    def _period_spent(self, cap: PeriodCap) -> Decimal:
+        """Spent in the cap's period: before this execution, and by it since."""
+        return cap.spent_before + self._spent - self._spent_at_start
 
     def in_flight_for(self, job: str | None) -> Decimal:
         """Worst cases held for the job's calls in flight (None: every job's)."""
