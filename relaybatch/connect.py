@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -15,12 +16,22 @@ from relaybatch.settings import Settings
 EMBEDDED_BASE_URL = "http://emulator.local"
 
 
-@lru_cache(maxsize=1)
-def embedded_emulator() -> Starlette:
-    """The process-wide embedded emulator: runs in one process share it as they would a gateway."""
+def embedded_emulator(config: Path | None = None) -> Starlette:
+    """The process-wide embedded emulator of a config file (None: the shipped one): runs in one
+    process share it as they would a gateway."""
+    return _embedded_emulator(config)
+
+
+@lru_cache(maxsize=4)
+def _embedded_emulator(config: Path | None) -> Starlette:  # one cache key per file, however called
     from relaybatch.emulator import create_app, load_config
 
-    return create_app(load_config(Settings().emulator_config))
+    return create_app(load_config(config))
+
+
+def forget_embedded_emulators() -> None:
+    """The next run of this process gets new embedded emulators (tests that change the config)."""
+    _embedded_emulator.cache_clear()
 
 
 def open_client(
@@ -40,7 +51,8 @@ def open_client(
     api_key = settings.resolved_api_key()
     transport: httpx.AsyncBaseTransport
     if settings.uses_embedded_emulator:
-        base_url, transport = EMBEDDED_BASE_URL, httpx.ASGITransport(app=embedded_emulator())
+        emulator = embedded_emulator(settings.emulator_config)
+        base_url, transport = EMBEDDED_BASE_URL, httpx.ASGITransport(app=emulator)
     else:
         assert settings.base_url is not None
         base_url, transport = settings.base_url, aiohttp_transport()

@@ -56,13 +56,13 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Cli:
 
 @pytest.fixture
 def fresh_emulator() -> Iterator[None]:
-    """A new embedded emulator for each run that asks (the process keeps one: relaybatch/connect.py),
-    so a test's RELAYBATCH_EMULATOR_CONFIG (faults, limits) is the one its runs meet."""
-    from relaybatch.connect import embedded_emulator
+    """New embedded emulators for the test (the process keeps one per config file:
+    relaybatch/connect.py), so what its runs meet (counts, the ledger, faults) starts from nothing."""
+    from relaybatch.connect import forget_embedded_emulators
 
-    embedded_emulator.cache_clear()
+    forget_embedded_emulators()
     yield
-    embedded_emulator.cache_clear()
+    forget_embedded_emulators()
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from relaybatch.cli import app
-from relaybatch.connect import embedded_emulator
+from relaybatch.connect import forget_embedded_emulators
 from relaybatch.emulator.config import DEFAULT_CONFIG_PATH
 from relaybatch.engine import CheckpointStore
 from relaybatch.engine.states import RETRY_POLL
@@ -75,7 +75,7 @@ def test_a_run_retries_its_failures_after_the_fix(
     assert first.exit_code == 1 and "failed 3" in first.output
 
     monkeypatch.delenv("RELAYBATCH_EMULATOR_CONFIG")  # the account was fixed
-    embedded_emulator.cache_clear()
+    forget_embedded_emulators()
     again = CliRunner().invoke(app, run)
     assert again.exit_code == 1 and "0 requests sent" in again.output  # a 403 is not retried by itself
 
