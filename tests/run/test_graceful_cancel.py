@@ -24,7 +24,10 @@ from relaybatch.run.stopping import stop_on_signals
 from tests.conftest import REPO_ROOT
 
 RELAYBATCH = str(Path(sys.executable).parent / "relaybatch")
-ITEMS = 2000
+# A run of ITEMS chat items at one second a call and at most CONCURRENCY (the manifest default) in
+# flight lasts at least ITEMS / CONCURRENCY = 50 s: far longer than it takes to get going and stop.
+ITEMS = 800
+CONCURRENCY = 16
 
 
 async def test_the_first_signal_sets_stop_and_the_second_cancels_at_once() -> None:
@@ -92,8 +95,8 @@ def _slow_emulator(tmp_path: Path, latency: float, paths: tuple[str, ...] = ()) 
     return path
 
 
-def _manifest(tmp_path: Path) -> Path:
-    rows = "".join(f"q{n},relay-chat-small,Say {n}\n" for n in range(ITEMS))
+def _manifest(tmp_path: Path, items: int = ITEMS) -> Path:
+    rows = "".join(f"q{n},relay-chat-small,Say {n}\n" for n in range(items))
     path = tmp_path / "many.csv"
     path.write_text("id,model,prompt\n" + rows, encoding="utf-8")
     return path
@@ -117,6 +120,12 @@ def _counts(checkpoint: Path) -> dict[str, int]:
         return {}
     finally:
         connection.close()
+
+
+def under_way(counts: dict[str, int]) -> bool:
+    """Mid-run at full width: some items answered and a whole concurrency's worth in flight (the
+    limiter opens up to it within a few waves of answers), so a stop meets requests on the wire."""
+    return counts.get("done", 0) > 0 and counts.get("sending", 0) >= CONCURRENCY
 
 
 def _children(pid: int) -> set[int]:
@@ -157,8 +166,7 @@ class Run:
     def wait_until_sending(self, seconds: float = 120) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            counts = _counts(self.checkpoint)
-            if counts.get("done", 0) >= 64 and counts.get("sending", 0) > 0:
+            if under_way(_counts(self.checkpoint)):
                 return
             assert self.process.poll() is None, self.process.communicate()
             time.sleep(0.2)
