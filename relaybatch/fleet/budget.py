@@ -1,11 +1,13 @@
-"""A budget held by the Prefect server: a run's, across its partitions on any number of machines,
-and optionally an account's, across runs and days. Never exceeded, across crashes and restarts.
+"""A budget held by the Prefect server: a run's, and each of its jobs', across its partitions on any
+number of machines, and optionally an account's, across runs and days. Never exceeded, across
+crashes and restarts.
 
 The server keeps one global concurrency limit per budget (``relaybatch-budget:run:<run>``,
-``relaybatch-budget:account:<name>``) whose slots are money: one slot is ``UNIT_USD`` (a
-millionth of a dollar), the limit is the budget rounded down, decay 0, no lease. Its active slots
-are what every process counts against it: charges, unknown outcomes at their worst case, calls in
-flight at their worst case, and room a process has set aside and not used yet.
+``relaybatch-budget:job:<run>:<job>``, ``relaybatch-budget:account:<name>``) whose slots are
+money: one slot is ``UNIT_USD`` (a millionth of a dollar), the limit is the budget rounded down,
+decay 0, no lease. Its active slots are what every process counts against it: charges, unknown
+outcomes at their worst case, calls in flight at their worst case, and room a process has set
+aside and not used yet. A job's budget counts that job's calls only.
 
 Beside it, each store of the run (the run's own, each partition's) has a *holder* limit
 (``<budget>:held-by:<store>``), and every change moves both in one request (Prefect's increment
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,10 +103,18 @@ class FleetSettings(BaseSettings):
 class ServerBudgetSpec:
     """One budget on the server, as one store holds it."""
 
-    scope: str  # "run" or "account"
-    key: str  # the run's name or the account's
+    scope: str  # "run", "job" or "account"
+    key: str  # the run's name, "<run>:<job>", or the account's name
     budget_usd: Decimal
     holder: str  # the store: "<run>" or "<run>:part-3-of-12"
+    job: str | None = None  # a job's budget: only that job's calls count against it
+
+    def counts(self, job: str) -> bool:
+        return self.job is None or self.job == job
+
+    def counted(self, spent: tuple[Decimal, dict[str, Decimal]]) -> Decimal:
+        """What a store counts against this budget, from its (run, per job) spend."""
+        return spent[0] if self.job is None else spent[1].get(self.job, Decimal(0))
 
     def __post_init__(self) -> None:
         for text in (self.key, self.holder):
@@ -131,7 +142,8 @@ class ServerBudgetSpec:
 
     @property
     def describe(self) -> str:
-        return f"{self.scope} budget of {self.budget_usd} USD held by the Prefect server ({self.name})"
+        whose = f"job {self.job}'s" if self.job is not None else self.scope
+        return f"{whose} budget of {self.budget_usd} USD held by the Prefect server ({self.name})"
 
 
 @dataclass
@@ -313,18 +325,24 @@ class ServerBudgetGuard:
     def store(self) -> Any:
         return self.inner.store
 
-    async def open(self, others: dict[str, Callable[[], Decimal | None]] | None = None) -> None:
+    async def open(self, others: dict[str, Callable[[str | None], Decimal | None]] | None = None) -> None:
         """Open each budget with what this store's ledger counts; ``others``: the run's other
-        stores (holder -> what its ledger counts) that the run's budget counts once, if no process
-        has counted them on the server yet (``ServerBudget.seed``)."""
-        counted = self.inner.store.spent()[0]
+        stores (holder -> what its ledger counts, for one job or all) that the run's budgets count
+        once, if no process has counted them on the server yet (``ServerBudget.seed``)."""
+        spent = self.inner.store.spent()
         for budget in self.budgets:
-            await _reachable(self.limits, lambda budget=budget: budget.open(counted))
-            if budget.spec.scope != "run":
+            counted = budget.spec.counted(spent)
+            await _reachable(self.limits, lambda budget=budget, counted=counted: budget.open(counted))
+            if budget.spec.scope == "account":
                 continue
-            for holder, spent in (others or {}).items():
-                await _reachable(self.limits, lambda b=budget, h=holder, c=spent: b.seed(h, c))
+            for holder, read in (others or {}).items():
+                of_job = functools.partial(read, budget.spec.job)
+                await _reachable(self.limits, lambda b=budget, h=holder, c=of_job: b.seed(h, c))
         self._idle = asyncio.create_task(self._give_back_when_idle())
+
+    def _of(self, call: BilledCall) -> list[ServerBudget]:
+        """The budgets a call counts against: the run's, the account's, and its job's."""
+        return [budget for budget in self.budgets if budget.spec.counts(call.job)]
 
     async def _give_back_when_idle(self) -> None:
         """Room this process took goes back to the server, where another process may need it: when
@@ -353,9 +371,9 @@ class ServerBudgetGuard:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._idle
         self.inner.commit()
-        counted = self.inner.store.spent()[0]
+        spent = self.inner.store.spent()
         for budget in self.budgets:
-            budget.used, budget.set_aside = counted, Decimal(0)
+            budget.used, budget.set_aside = budget.spec.counted(spent), Decimal(0)
             # Unreachable: the store holds more than it counts until its next execution, never less.
             with contextlib.suppress(Unreachable):
                 await budget.reconcile()
@@ -367,25 +385,29 @@ class ServerBudgetGuard:
         # room set aside: the request limit and the render cap live there too.
         await self.limits.reachable_again()
         self._last_asked = time.monotonic()
+        budgets = self._of(call)
         earlier = self._aside.pop(call.key, None)
         if earlier is not None:  # asked before, and the engine stopped before reserving: asked anew
-            for budget in self.budgets:
+            for budget in budgets:
                 budget.set_aside -= earlier
+        if not budgets:  # only other jobs' budgets are held here: nothing to ask the server
+            self._aside[call.key] = Decimal(0)
+            return None
         worst = self.inner.worst_case(call)
         if worst is None:
             why = "its most it can cost is not known (no price for it), so no budget can admit it"
-            return Refused(f"{self.budgets[0].spec.describe}: {call.job}/{call.item_id}: {why}", None)
+            return Refused(f"{budgets[0].spec.describe}: {call.job}/{call.item_id}: {why}", None)
         ask = worst * self.settings.budget_block_calls
         aside: list[ServerBudget] = []
         refused: Refused | None = None
         try:
-            for budget in self.budgets:
+            for budget in budgets:
                 refused = await self._room_in(budget, worst, ask)
                 if refused is not None:
                     break
                 aside.append(budget)
         finally:
-            if refused is not None or len(aside) < len(self.budgets):  # refused, or cancelled
+            if refused is not None or len(aside) < len(budgets):  # refused, or cancelled
                 for budget in aside:
                     budget.set_aside -= worst
         if refused is None:
@@ -426,11 +448,12 @@ class ServerBudgetGuard:
         if aside is None:  # room_for was not asked: nothing set aside, so no room on the server
             self._refusals[call.key] = Refused("no room asked of the Prefect server", None, True)
             return False
-        for budget in self.budgets:
+        budgets = self._of(call)
+        for budget in budgets:
             budget.set_aside -= aside
         if not self.inner.reserve(call):
             return False
-        for budget in self.budgets:
+        for budget in budgets:
             budget.used += aside
         self._reserved[call.key] = aside
         return True
@@ -442,14 +465,14 @@ class ServerBudgetGuard:
     def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         cost, counted = self.inner.settle_counting(call, result)
         worst = self._reserved.pop(call.key, Decimal(0))
-        for budget in self.budgets:
+        for budget in self._of(call):
             budget.used += counted - worst
         return cost
 
     def release(self, call: BilledCall) -> None:
         self.inner.release(call)
         worst = self._reserved.pop(call.key, Decimal(0))
-        for budget in self.budgets:
+        for budget in self._of(call):
             budget.used -= worst
 
     def commit(self) -> None:
@@ -486,12 +509,15 @@ def budget_specs(
     holder: str,
     run_usd: Decimal | None,
     settings: FleetSettings,
+    job_usd: dict[str, Decimal] | None = None,
 ) -> list[ServerBudgetSpec]:
-    """The budgets the server holds for an execution: the run's (when ``run_usd``) and the
-    account's (when set)."""
+    """The budgets the server holds for an execution: the run's (when ``run_usd``), each job's in
+    ``job_usd``, and the account's (when set)."""
     specs = []
     if run_usd is not None:
         specs.append(ServerBudgetSpec("run", run_name, run_usd, holder))
+    for job, usd in sorted((job_usd or {}).items()):
+        specs.append(ServerBudgetSpec("job", f"{run_name}:{job}", usd, holder, job))
     if settings.account_budget_usd is not None:
         specs.append(ServerBudgetSpec("account", settings.account_name, settings.account_budget_usd, holder))
     return specs

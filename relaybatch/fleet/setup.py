@@ -44,10 +44,22 @@ def whole_run_budget(saved: dict[str, Any]) -> Decimal | None:
     return None if whole is None else Decimal(whole)
 
 
-def other_stores(paths: RunPaths, run_name: str) -> dict[str, Callable[[], Decimal | None]]:
+def whole_job_budgets(saved: dict[str, Any]) -> dict[str, Decimal]:
+    """Each job's whole budget, for a store that enforces none of them itself (a partition planned
+    with a server: the server holds them); empty for a store that enforces its own share."""
+    from relaybatch.costs.run_budgets import RUN_BUDGETS
+
+    if saved.get("job_budgets"):
+        return {}  # planned before the server held job budgets: the store keeps its share
+    whole = (saved.get(RUN_BUDGETS) or {}).get("job_budgets") or {}
+    return {job: Decimal(usd) for job, usd in whole.items()}
+
+
+def other_stores(paths: RunPaths, run_name: str) -> dict[str, Callable[[str | None], Decimal | None]]:
     """The run's other stores (with a cost store), each by its holder's name, with how to read
-    what its cost ledger counts: from its ledger Parquet file, never another host's SQLite (None
-    when it has none yet). Read only for a store no process has counted on the server yet."""
+    what its cost ledger counts (for one job, or all): from its ledger Parquet file, never another
+    host's SQLite (None when it has none yet). Read only for a store no process has counted on the
+    server yet."""
     return {
         holder_of(folder, run_name): functools.partial(ledger_counted, folder.ledger)
         for folder in RunPaths(RunPaths(paths.root).run_root).store_folders()
@@ -55,16 +67,17 @@ def other_stores(paths: RunPaths, run_name: str) -> dict[str, Callable[[], Decim
     }
 
 
-def ledger_counted(ledger: Path) -> Decimal | None:
+def ledger_counted(ledger: Path, job: str | None = None) -> Decimal | None:
     """What a ledger Parquet file counts against a budget (charges; unknown outcomes and open
-    reservations at their worst case); None when there is no such file."""
+    reservations at their worst case), of one job's calls or all; None when there is no such file."""
     import pyarrow.parquet as pq
 
     from relaybatch.costs.ledger import budget_amount
 
     if not ledger.exists():
         return None
-    table = pq.read_table(ledger, columns=["usd", "known_usd", "reserved_usd"])
+    only = None if job is None else [("job", "==", job)]
+    table = pq.read_table(ledger, columns=["usd", "known_usd", "reserved_usd"], filters=only)
     rows = zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True)
     return sum(
         (
@@ -82,7 +95,8 @@ async def held_by_server(
     settings = fleet_settings()
     holds_run = bool(saved.get(HELD_BY_SERVER)) or settings.holds_run
     holder = holder_of(paths, run_name)
-    specs = budget_specs(run_name, holder, whole_run_budget(saved) if holds_run else None, settings)
+    whole = (whole_run_budget(saved), whole_job_budgets(saved)) if holds_run else (None, {})
+    specs = budget_specs(run_name, holder, whole[0], settings, whole[1])
     caps = dict(renders.max_in_flight_per_model) if holds_run else {}
     if not specs and not caps:
         yield Held(guard)
@@ -114,10 +128,11 @@ async def held_by_server(
             await limits.aclose()
 
 
-def server_budget_lines(run_name: str) -> list[str]:
-    """For `relaybatch status`: the run's budget and the account's as the Prefect server counts
-    them (every process's charges, unknown outcomes and calls in flight at their worst case, and
-    room taken), when a server is configured and holds them. One short read each."""
+def server_budget_lines(run_name: str, jobs: list[str] | None = None) -> list[str]:
+    """For `relaybatch status`: the run's budget, each of ``jobs``' and the account's as the
+    Prefect server counts them (every process's charges, unknown outcomes and calls in flight at
+    their worst case, and room taken), when a server is configured and holds them. One short read
+    each."""
     import httpx
 
     from relaybatch.fleet.budget import PREFIX, UNIT_USD
@@ -127,22 +142,22 @@ def server_budget_lines(run_name: str) -> list[str]:
     url = configured_api_url()
     if url is None:
         return []
-    names = [f"{PREFIX}:run:{run_name}"]
+    names = {f"{PREFIX}:run:{run_name}": "run"}
+    names.update({f"{PREFIX}:job:{run_name}:{job}": f"job {job}'s" for job in jobs or []})
     settings = fleet_settings()
     if settings.account_budget_usd is not None:
-        names.append(f"{PREFIX}:account:{settings.account_name}")
+        names[f"{PREFIX}:account:{settings.account_name}"] = "account"
     lines = []
     try:
         with httpx.Client(base_url=url.rstrip("/"), headers=api_headers(), timeout=5.0) as client:
-            for name in names:
+            for name, whose in names.items():
                 answer = client.get(f"/v2/concurrency_limits/{name}")
                 if answer.status_code != 200:
                     continue
                 body = answer.json()
                 counted, budget = body["active_slots"] * UNIT_USD, body["limit"] * UNIT_USD
-                scope = "run" if ":run:" in name else "account"
                 lines.append(
-                    f"{scope} budget held by the Prefect server ({name}): {counted} of {budget} USD counted "
+                    f"{whose} budget held by the Prefect server ({name}): {counted} of {budget} USD counted "
                     f"there by every process, {budget - counted} left"
                 )
     except httpx.HTTPError as error:

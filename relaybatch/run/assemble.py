@@ -111,8 +111,8 @@ def stored_settings(
     A shard gets its share of each budget and records the whole run's beside it
     (relaybatch.costs.run_budgets: shards run in separate processes, each with its own spend guard).
     ``held_by_server``: a partition planned with a Prefect server configured; the server holds the
-    run's whole budget and its render caps for every partition (relaybatch/fleet/), so the store
-    enforces no share of the run's budget itself (each job's budget stays its share).
+    run's whole budget, each job's and the render caps for every partition (relaybatch/fleet/), so
+    the store enforces no share of them itself.
     """
     from relaybatch.cost_model import Budgets
     from relaybatch.cost_model.periods import PeriodBudgets
@@ -127,8 +127,8 @@ def stored_settings(
         periods=PeriodBudgets(periods, manifest.settings.budget_timezone) if periods else None,
     )
     shares = budget_settings(budgets, shard.count if shard else parts)
-    if held_by_server:
-        shares = {**shares, "budget_usd": None, "held_by_server": True}  # fleet/setup.py HELD_BY_SERVER
+    if held_by_server:  # the run's and each job's whole budget are the server's (fleet/setup.py)
+        shares = {**shares, "budget_usd": None, "job_budgets": {}, "held_by_server": True}
     return {
         **shares,
         "providers": {job.name: job.provider for job in manifest.jobs if job.provider},

@@ -356,7 +356,7 @@ def status_view(
     older_than: float = OPEN_AFTER_SECONDS,
     execution: int | None = None,
 ) -> Group:
-    from relaybatch.fleet.setup import server_budget_lines
+    from relaybatch.fleet.setup import server_budget_lines, whole_job_budgets
 
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
     parts.extend(execution_parts(store, execution))
@@ -367,7 +367,8 @@ def status_view(
     ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES and state != SUPERSEDED)
     still_open = sum(n for state, n in counts.items() if state not in TERMINAL_STATES)
     parts.extend(money_parts(store.path.parent, (ended, still_open)))
-    parts.extend(Text(f"money: {line}") for line in server_budget_lines(run_name))
+    jobs = sorted(whole_job_budgets(store.run_settings()))
+    parts.extend(Text(f"money: {line}") for line in server_budget_lines(run_name, jobs))
     limit = None if show_all else LISTED
     for state in EXPLAINED:
         table = items_table(store, state, limit)

@@ -68,6 +68,23 @@ def test_a_shard_enforces_its_share_and_records_the_whole_runs_budgets(tmp_path:
     assert stored_settings(manifest, None)["budget_usd"] == "1.00"
 
 
+def test_a_partition_the_server_holds_enforces_no_share_and_opens_no_other_store(tmp_path: Path) -> None:
+    from relaybatch.costs.run_budgets import enforced_budgets, spent_beside
+    from relaybatch.fleet.setup import whole_job_budgets, whole_run_budget
+
+    manifest = open_manifest(write_manifest(tmp_path))
+    saved = stored_settings(manifest, None, parts=3, held_by_server=True)
+
+    assert saved["budget_usd"] is None and saved["job_budgets"] == {}  # the server holds them whole
+    assert whole_run_budget(saved) == RUN_BUDGET and whole_job_budgets(saved) == {"capped": JOB_BUDGET}
+    assert whole_job_budgets(stored_settings(manifest, Shard(1, 3))) == {}  # a shard keeps its share
+    sibling = tmp_path / "split" / "shards" / "part-2-of-3"
+    sibling.mkdir(parents=True)
+    (sibling / "costs.sqlite").write_bytes(b"not a database: opening it would fail")
+    limits = enforced_budgets(saved)
+    assert spent_beside(tmp_path / "split" / "shards" / "part-1-of-3", limits) == (D(0), {})
+
+
 def save(checkpoint: Path, settings: dict[str, object], executed: bool) -> None:
     with CheckpointStore(checkpoint) as store:
         store.save_run("split", settings)

@@ -5,6 +5,7 @@ two holders never pass one budget or one cap."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -146,29 +147,30 @@ async def test_spend_of_the_runs_other_stores_is_counted_once_from_their_ledger_
     root = RunPaths(tmp_path / run)
     money = pa.decimal128(38, 18)
     for folder, rows in (
-        (root, [("0.001", "0.001", None), (None, "0", "0.0005")]),
+        (root, [("0.001", "0.001", None, "a"), (None, "0", "0.0005", "b")]),
         (root.partition(2, 2), []),
     ):
         folder.root.mkdir(parents=True, exist_ok=True)
         folder.cost_store.touch()
         columns = {
-            name: [Decimal(row[i]) if row[i] else None for row in rows]
+            name: pa.array([Decimal(row[i]) if row[i] else None for row in rows], money)
             for i, name in enumerate(("usd", "known_usd", "reserved_usd"))
         }
-        pq.write_table(
-            pa.table({name: pa.array(values, money) for name, values in columns.items()}), folder.ledger
-        )
+        columns["job"] = pa.array([row[3] for row in rows], pa.string())
+        pq.write_table(pa.table(columns), folder.ledger)
     others = other_stores(root.partition(1, 2), run)
-    assert {holder: read() for holder, read in others.items()} == {
+    assert {holder: read(None) for holder, read in others.items()} == {
         run: Decimal("0.0015"),
         f"{run}:part-2-of-2": Decimal(0),
     }
+    assert others[run]("a") == Decimal("0.001") and others[run]("b") == Decimal("0.0005")
+    assert others[run]("c") == 0
 
     for _ in range(2):  # two partitions open: the run's own store is counted once
         budget = ServerBudget(limits, _spec(run, f"{run}:part-1-of-2"))
         await budget.open(Decimal(0))
-        for holder, spent in others.items():
-            assert await budget.seed(holder, spent)
+        for holder, read in others.items():
+            assert await budget.seed(holder, functools.partial(read, None))
     state = await limits.read(budget.spec.name)
     assert state is not None and state.active_slots == 1500
     full = ServerBudget(limits, _spec(f"full-{run}", "x", usd="0.001"))
@@ -302,6 +304,66 @@ async def test_a_process_waiting_for_room_gets_what_a_busy_process_holds_beyond_
     assert state.active_slots <= 3000 and sent[1] == 1 and sent[0] >= 1
 
 
+class _JobLedger(_Ledger):
+    """As _Ledger, and what it counts per job (a job's budget on the server counts only its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_job: dict[str, Decimal] = {}
+        self.store.spent = lambda: (self.store.counted, dict(self.by_job))  # type: ignore[method-assign]
+
+    def reserve(self, call: object) -> bool:
+        job = call.job  # type: ignore[attr-defined]
+        self.by_job[job] = self.by_job.get(job, Decimal(0)) + Decimal("0.0001")
+        return super().reserve(call)
+
+    def settle_counting(self, call: object, result: object) -> tuple[Decimal, Decimal]:
+        self.by_job[call.job] += Decimal("0.00004") - Decimal("0.0001")  # type: ignore[attr-defined]
+        return super().settle_counting(call, result)
+
+
+async def test_a_jobs_budget_on_the_server_holds_its_calls_across_partitions_and_no_other_jobs(
+    limits: ServerLimits,
+) -> None:
+    from relaybatch.engine.spend import BilledCall
+    from relaybatch.fleet.budget import FleetSettings, ServerBudgetGuard, budget_specs
+
+    run = f"jobs-{random.randrange(10**9)}"
+    settings = FleetSettings(budget_wait_seconds=0, budget_block_calls=1)  # room one call at a time
+    guards = []
+    for n in (1, 2):  # two partitions of one run; job "a" may spend 5 worst cases in all
+        specs = budget_specs(run, f"{run}:part-{n}-of-2", None, settings, {"a": Decimal("0.0005")})
+        budgets = [ServerBudget(limits, spec) for spec in specs]
+        guards.append(ServerBudgetGuard(_JobLedger(), budgets, limits, settings))  # type: ignore[arg-type]
+    first, second = guards
+    for guard in guards:
+        await guard.open()
+    try:
+        calls = [BilledCall(f"a{n}", f"a{n}", "a", "chat", {}, 1) for n in range(6)]
+        for call in calls[:3]:
+            assert await first.room_for(call) is None and first.reserve(call)
+        for call in calls[3:5]:
+            assert await second.room_for(call) is None and second.reserve(call)
+        refused = await second.room_for(calls[5])  # 5 of job a in flight: its budget is full
+        assert refused is not None and "job a's budget of 0.0005 USD" in refused.message
+        other = BilledCall("b1", "b1", "b", "chat", {}, 1)
+        assert await second.room_for(other) is None and second.reserve(other)  # no budget of its own
+        first.settle(calls[0], {})  # charged 40 of its 100: room for none more than before
+        state = await limits.read(f"relaybatch-budget:job:{run}:a")
+        assert state is not None and state.limit == 500 and state.active_slots <= 500
+        for call in calls[1:3]:
+            first.settle(call, {})
+        for call in calls[3:5]:
+            second.settle(call, {})
+        second.settle(other, {})
+    finally:
+        for guard in guards:
+            await guard.close()
+    state = await limits.read(f"relaybatch-budget:job:{run}:a")
+    assert state is not None and state.active_slots == 5 * 40  # job a's five charges, b's none
+    assert await limits.read(f"relaybatch-budget:job:{run}:b") is None
+
+
 async def test_status_shows_the_runs_budget_as_the_server_counts_it(
     limits: ServerLimits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -317,3 +379,10 @@ async def test_status_shows_the_runs_budget_as_the_server_counts_it(
         "counted there by every process, 0.007500 left"
     ]
     assert await asyncio.to_thread(server_budget_lines, f"never-{run}") == []
+    job = ServerBudget(limits, ServerBudgetSpec("job", f"{run}:docs", Decimal("0.002"), run, "docs"))
+    await job.open(Decimal("0.0005"))
+    lines = await asyncio.to_thread(server_budget_lines, run, ["docs", "other"])
+    assert lines[1:] == [
+        f"job docs's budget held by the Prefect server (relaybatch-budget:job:{run}:docs): 0.000500 of "
+        "0.002000 USD counted there by every process, 0.001500 left"
+    ]
