@@ -147,7 +147,9 @@ def _ended(fleet: Fleet, name: str, process: subprocess.Popen[bytes], seconds: f
     return output
 
 
-def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp_path: Path) -> None:
+@pytest.mark.parametrize("scope", ["run", "job"])
+def test_two_processes_share_one_budget_and_never_pass_it(server: Fleet, tmp_path: Path, scope: str) -> None:
+    """The run's budget, or a job's (then the run has none): held whole by the server."""
     gateway = Gateway(server, tmp_path, latency=0.2)
     run = f"shared-{free_port()}"
     # Inline items split by position: partition 1 holds 60 short prompts (about 25 millionths of a
@@ -161,7 +163,11 @@ def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp
     manifest.write_text(
         yaml.safe_dump(
             {
-                "run": {"name": run, "budget_usd": str(budget), "concurrency": 8},
+                "run": {
+                    "name": run,
+                    "concurrency": 8,
+                    **({"budget_usd": str(budget)} if scope == "run" else {}),
+                },
                 "jobs": [
                     {
                         "name": "docs",
@@ -170,6 +176,7 @@ def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp
                         "prompt": "{prompt}",
                         "items": items,
                         "request": {"max_tokens": 64},
+                        **({"budget_usd": str(budget)} if scope == "job" else {}),
                     }
                 ],
             }
@@ -183,7 +190,6 @@ def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp
     outputs = {part: _ended(server, f"p{part[0]}", process, 300) for part, process in processes.items()}
 
     billed, bodies = gateway.billed()
-    print("billed", billed, "of", budget)
     assert billed <= budget, (billed, outputs)
     assert billed >= budget * Decimal("0.9"), (billed, outputs)  # the room went where the work was
     assert max(bodies.values()) == 1
@@ -191,11 +197,13 @@ def test_two_processes_share_one_run_budget_and_never_pass_it(server: Fleet, tmp
     run_dir = tmp_path / "runs" / run
     counted = {part: _counted(_store(run_dir, part)) for part in processes}
     assert sum(counted.values()) <= budget
-    limits = _limits(server, f"relaybatch-budget:run:{run}")
+    name = f"relaybatch-budget:run:{run}" if scope == "run" else f"relaybatch-budget:job:{run}:docs"
+    limits = _limits(server, name)
     holders = {name: slots for name, slots in limits.items() if ":held-by:" in name}
-    assert limits[f"relaybatch-budget:run:{run}"] == sum(holders.values())
+    assert limits[name] == sum(holders.values())
+    assert _limits(server, f"relaybatch-budget:{'job' if scope == 'run' else 'run'}:{run}") == {}
     for part, usd in counted.items():  # each store holds what its ledger counts, rounded up
-        holder = f"relaybatch-budget:run:{run}:held-by:{run}:{_store(run_dir, part).name}"
+        holder = f"{name}:held-by:{run}:{_store(run_dir, part).name}"
         assert holders[holder] == int((usd / UNIT).to_integral_value(rounding="ROUND_CEILING"))
 
 
