@@ -3,8 +3,10 @@ and a merge while the run or a shard executes, are refused with the holder named
 lock when the holder dies, SIGKILL included.
 
 The lock tests hold it from a helper process; the end-to-end tests run the real `relaybatch run`
-against the embedded emulator with two seconds of latency on every call, so it is mid-execution
-when the second command comes."""
+in a process of its own against the embedded emulator with slow calls, so it is mid-execution when
+the second command comes. The commands beside a holder run in this process (`_command`: the same
+CLI app, without a second or two of interpreter start each), except where this process itself holds
+the lock (a flow run here): holds nest within one process."""
 
 from __future__ import annotations
 
@@ -207,9 +209,34 @@ class SlowRun:
 
 
 def _relaybatch(*arguments: str, emulator: Path) -> subprocess.CompletedProcess[str]:
+    """`relaybatch ...` in a process of its own (needed where this process holds the lock)."""
     return subprocess.run(
         [RELAYBATCH, *arguments], env=_env(emulator), capture_output=True, text=True, timeout=300
     )
+
+
+def _command(*arguments: str, emulator: Path) -> subprocess.CompletedProcess[str]:
+    """`relaybatch ...` in this process (no interpreter start and imports, a second or two each),
+    with the environment a subprocess would get (`_env`) and an embedded emulator of its own. Only
+    where the lock's holder, if any, is another process: this process's own holds nest (`executing`).
+    An exception the command did not handle fails here: it is the traceback a process would print."""
+    from typer.testing import CliRunner
+
+    from relaybatch.cli import app
+    from relaybatch.connect import forget_embedded_emulators
+
+    wanted = _env(emulator)
+    env: dict[str, str | None] = {name: None for name in os.environ if name not in wanted}
+    env |= {name: value for name, value in wanted.items() if os.environ.get(name) != value}
+    forget_embedded_emulators()  # a new process would build its emulator afresh
+    try:
+        result = CliRunner().invoke(app, list(arguments), env=env, terminal_width=400)
+    finally:
+        forget_embedded_emulators()
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    command = [RELAYBATCH, *arguments]
+    return subprocess.CompletedProcess(command, result.exit_code, result.stdout, result.stderr)
 
 
 def _write_manifest(path: Path, rows: int) -> Path:
@@ -229,7 +256,7 @@ def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_afte
     fast, slow = _slow_emulator(tmp_path, 0), _slow_emulator(tmp_path, IN_FLIGHT_SECONDS, CHAT)
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 4)
     for shard in ("1/2", "2/2"):
-        done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", shard, emulator=fast)
+        done = _command("run", str(manifest), "--runs-dir", str(runs), "--shard", shard, emulator=fast)
         assert done.returncode == 0, done.stderr
     _write_manifest(manifest, 400)  # the same run, edited: the unsharded execution has work to do
     run = SlowRun(manifest, runs, slow)
@@ -237,25 +264,25 @@ def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_afte
         run.wait_until_sending(runs / "many" / "checkpoint.sqlite")
         holder = f"executing run 'many': pid {run.process.pid}"
 
-        merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+        merged = _command("merge", "many", "--runs-dir", str(runs), emulator=slow)
         assert merged.returncode == 1
         assert holder in merged.stderr and "Merge once it has finished" in merged.stderr
         assert "Traceback" not in merged.stderr
 
-        second = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
+        second = _command("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
         assert second.returncode == 1
         assert holder in second.stderr and "send the same items twice" in second.stderr
         assert "Traceback" not in second.stderr
 
-        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow)
+        status = _command("status", "many", "--runs-dir", str(runs), emulator=slow)
         assert f"executing now: {holder}" in status.stdout
 
         # Its calls in flight have no answer yet: listed as such, and not settled from a bill.
-        listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=slow)
+        listed = _command("resolve", "many", "--runs-dir", str(runs), emulator=slow)
         assert listed.returncode == 0 and f"executing now: {holder}" in listed.stdout
         in_flight = re.search(r"[0-9a-f]{32}:attempt-\d+", listed.stdout)
         assert in_flight is not None, listed.stdout
-        settled = _relaybatch(
+        settled = _command(
             "resolve", "many", in_flight[0], "--not-charged", "--runs-dir", str(runs), emulator=slow
         )
         assert settled.returncode == 1 and holder in settled.stderr, settled.stderr
@@ -265,9 +292,9 @@ def test_merge_and_a_second_run_are_refused_while_the_run_executes_and_free_afte
         run.kill()
 
     assert holder_of(runs / "many") is None  # the OS released it with the killed process
-    merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=fast)
+    merged = _command("merge", "many", "--runs-dir", str(runs), emulator=fast)
     assert merged.returncode == 0, merged.stderr
-    status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=fast)
+    status = _command("status", "many", "--runs-dir", str(runs), emulator=fast)
     assert "did not finish: its process died or was killed" in status.stdout
 
 
@@ -280,30 +307,32 @@ def test_the_same_shard_twice_is_refused_and_merge_waits_for_the_shard(tmp_path:
         shard.wait_until_sending(runs / "many" / "shards" / "1-of-2" / "checkpoint.sqlite")
         holder = f"executing shard 1/2 of run 'many': pid {shard.process.pid}"
 
-        again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), "--shard", "1/2", emulator=slow)
+        again = _command("run", str(manifest), "--runs-dir", str(runs), "--shard", "1/2", emulator=slow)
         assert again.returncode == 1 and holder in again.stderr, again.stderr
 
-        merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+        merged = _command("merge", "many", "--runs-dir", str(runs), emulator=slow)
         assert merged.returncode == 1 and holder in merged.stderr, merged.stderr
         assert not (runs / "many" / "checkpoint.sqlite").exists()  # nothing merged half-done
 
-        whole = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
+        whole = _command("run", str(manifest), "--runs-dir", str(runs), emulator=slow)
         assert whole.returncode == 1 and holder in whole.stderr, whole.stderr
         assert "send their items a second time" in whole.stderr and "Traceback" not in whole.stderr
         assert not (runs / "many" / "checkpoint.sqlite").exists()  # refused before anything is written
     finally:
         shard.kill()
-    merged = _relaybatch("merge", "many", "--runs-dir", str(runs), emulator=slow)
+    merged = _command("merge", "many", "--runs-dir", str(runs), emulator=slow)
     assert merged.returncode == 0, merged.stderr
 
 
 # -- the seams: export, and the deployment flow between plan and execute ---------------------------
 
 
-def _finished_run(tmp_path: Path, rows: int = 3) -> tuple[Path, Path]:
-    """(runs folder, manifest) of a run of ``rows`` items, finished by `relaybatch run`."""
+def _finished_run(tmp_path: Path, rows: int = 3, *, in_process: bool = True) -> tuple[Path, Path]:
+    """(runs folder, manifest) of a run of ``rows`` items, finished by `relaybatch run` (in a
+    subprocess for async tests: the command runs its own event loop)."""
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", rows)
-    done = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=_slow_emulator(tmp_path, 0))
+    command = _command if in_process else _relaybatch
+    done = command("run", str(manifest), "--runs-dir", str(runs), emulator=_slow_emulator(tmp_path, 0))
     assert done.returncode == 0, done.stderr
     return runs, manifest
 
@@ -318,7 +347,7 @@ def test_export_beside_another_process_executing_the_run_writes_a_snapshot_and_w
     emulator = _slow_emulator(tmp_path, 0)
     holder = HelperHolder(runs / "many")  # what a `relaybatch run` (or merge) of it holds
     try:
-        beside = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+        beside = _command("export", "many", "--runs-dir", str(runs), emulator=emulator)
         assert beside.returncode == 0, beside.stderr
         assert f"executing run 'held': pid {holder.process.pid}" in beside.stderr
         assert "exporting a snapshot beside it" in beside.stderr
@@ -327,7 +356,7 @@ def test_export_beside_another_process_executing_the_run_writes_a_snapshot_and_w
         assert not results.exists()  # the execution's own files are left to it
     finally:
         holder.kill()
-    exported = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+    exported = _command("export", "many", "--runs-dir", str(runs), emulator=emulator)
     assert exported.returncode == 0, exported.stderr
     assert f"results: {results}" in exported.stdout and results.exists()
 
@@ -397,7 +426,7 @@ async def test_the_resume_flow_holds_the_lock_through_its_summary(
     """The summary's spend figures refresh the run's ledger: another execution must not start
     before it is written (the flow used to release the lock after the export)."""
     flows = importlib.import_module("relaybatch.flows.run_manifest")  # the module, not the flow
-    runs, _ = _finished_run(tmp_path)
+    runs, _ = _finished_run(tmp_path, in_process=False)
     publish = flows.publish_summary
     seen: list[str] = []
 
@@ -422,17 +451,17 @@ def test_a_run_refused_by_a_report_rewriting_the_ledger_is_told_to_retry_in_a_mo
     emulator = _slow_emulator(tmp_path, 0)
     report = HelperHolder(runs / "many", "report")  # holds it as `relaybatch report` does
     try:
-        refused = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+        refused = _command("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
         assert refused.returncode == 1, refused.stdout
         assert f"a report rewriting the cost ledger of run 'many': pid {report.process.pid}" in refused.stderr
         assert "run this command again in a moment" in refused.stderr
         assert "send the same items twice" not in refused.stderr and "Traceback" not in refused.stderr
-        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=emulator)
+        status = _command("status", "many", "--runs-dir", str(runs), emulator=emulator)
         assert status.returncode == 0 and "executing now" not in status.stdout
         assert "last execution finished" in status.stdout
     finally:
         report.kill()
-    again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+    again = _command("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
     assert again.returncode == 0, again.stderr
 
 
@@ -485,31 +514,31 @@ def test_whoever_a_merge_refuses_is_told_to_wait_for_the_merge_not_for_an_execut
     try:
         holder = f"merging the shards of run 'many': pid {merge.process.pid}"
         # An export beside it writes a snapshot instead (a consistent read; it sends nothing either).
-        beside = _relaybatch("export", "many", "--runs-dir", str(runs), emulator=emulator)
+        beside = _command("export", "many", "--runs-dir", str(runs), emulator=emulator)
         assert beside.returncode == 0, beside.stderr
         assert holder in beside.stderr and "exporting a snapshot beside it" in beside.stderr
         for command in (
             ["run", str(manifest)],
             ["resolve", "many", "0123:attempt-1", "--not-charged"],
         ):
-            refused = _relaybatch(*command, "--runs-dir", str(runs), emulator=emulator)
+            refused = _command(*command, "--runs-dir", str(runs), emulator=emulator)
             assert refused.returncode == 1, (command, refused.stdout)
             assert holder in refused.stderr, (command, refused.stderr)
             assert "A merge sends nothing" in refused.stderr and "once the execution" not in refused.stderr
             assert "send the same items twice" not in refused.stderr and "Traceback" not in refused.stderr
-        status = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=emulator)
+        status = _command("status", "many", "--runs-dir", str(runs), emulator=emulator)
         assert status.returncode == 0 and "executing now" not in status.stdout
         assert f"in use now: {holder}" in status.stdout
-        listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=emulator)
+        listed = _command("resolve", "many", "--runs-dir", str(runs), emulator=emulator)
         assert listed.returncode == 0 and "executing now" not in listed.stdout, listed.stdout
         # A merge writes no ledger: a report beside it says so (was: "left for that process to write").
-        report = _relaybatch("report", "many", "--runs-dir", str(runs), emulator=emulator)
+        report = _command("report", "many", "--runs-dir", str(runs), emulator=emulator)
         assert report.returncode == 0, report.stderr
         assert f"{holder}" in report.stdout and "left for that process" not in report.stdout
         assert "does not write ledger.parquet: run the report again once it has finished" in report.stdout
     finally:
         merge.kill()
-    again = _relaybatch("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
+    again = _command("run", str(manifest), "--runs-dir", str(runs), emulator=emulator)
     assert again.returncode == 0, again.stderr
 
 
@@ -530,7 +559,7 @@ def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tm
     finally:
         shard.kill()  # SIGKILL: its calls in flight stay reserved in the shard's cost store
 
-    listed = _relaybatch("resolve", "many", "--runs-dir", str(runs), emulator=slow)
+    listed = _command("resolve", "many", "--runs-dir", str(runs), emulator=slow)
     assert listed.returncode == 0, listed.stderr
     calls = re.findall(r"([0-9a-f]{32}:attempt-\d+)\s*│\s*1/2\s*│", listed.stdout)
     assert calls, listed.stdout
@@ -539,7 +568,7 @@ def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tm
 
     execution = HelperHolder(folder, "execute")  # the shard executing again
     try:
-        refused = _relaybatch(
+        refused = _command(
             "resolve", "many", calls[0], "--charged", "0.40", "--runs-dir", str(runs), emulator=slow
         )
         assert refused.returncode == 1, refused.stdout
@@ -550,7 +579,7 @@ def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tm
         execution.kill()
 
     for store in ("run", "2/2"):
-        absent = _relaybatch(
+        absent = _command(
             "resolve",
             "many",
             calls[0],
@@ -562,12 +591,12 @@ def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tm
             emulator=slow,
         )
         assert absent.returncode == 1 and "has no cost ledger" in absent.stderr, absent.stderr
-    settled = _relaybatch(
+    settled = _command(
         "resolve", "many", calls[0], "--charged", "0.40", "--runs-dir", str(runs), emulator=slow
     )
     assert settled.returncode == 0, settled.stderr
     assert f"{calls[0]} (shard 1/2): charged $0.40" in settled.stdout
-    again = _relaybatch("resolve", "many", "--store", "1/2", "--runs-dir", str(runs), emulator=slow)
+    again = _command("resolve", "many", "--store", "1/2", "--runs-dir", str(runs), emulator=slow)
     assert f"{len(calls) - 1} call(s) sent with no answer recorded" in again.stdout, again.stdout
     assert calls[0] not in again.stdout
     key, call = calls[0].split(":")
