@@ -41,8 +41,17 @@ def marker(number: int) -> str:
     return f"[item {number:03d}]"
 
 
-def manifest(folder: Path, kind: str, count: int, concurrency: int = 16) -> Path:
-    """``count`` chat or V2 video items, each prompt marked with its number."""
+def manifest(
+    folder: Path,
+    kind: str,
+    count: int,
+    concurrency: int = 16,
+    *,
+    expected_render_seconds: float | None = None,
+) -> Path:
+    """``count`` chat or V2 video items, each prompt marked with its number; a video job's renders
+    are expected to take ``expected_render_seconds`` (None: the default guess, 50 s for 4 s videos),
+    which times their first polls (relaybatch/engine/poll_plan.py)."""
     if kind == "chat":
         job: dict[str, Any] = {
             "name": "asks",
@@ -59,6 +68,8 @@ def manifest(folder: Path, kind: str, count: int, concurrency: int = 16) -> Path
             "request": {"seconds": "4", "size": "1280x720"},
             "prompt": "{marker} A slow pan across a forest",
         }
+        if expected_render_seconds is not None:
+            job["video"] = {"expected_render_seconds": expected_render_seconds}
     job["items"] = [{"id": f"i{n:03d}", "marker": marker(n)} for n in range(count)]
     data = {"run": {"name": RUN_NAME, "concurrency": concurrency, "uncertain": "report"}, "jobs": [job]}
     path = folder / f"{kind}.yaml"

@@ -34,6 +34,11 @@ from relaybatch.settings import STOP_GRACE_SECONDS
 
 pytestmark = pytest.mark.slow
 
+# The served emulator renders in a fraction of a second (FAST_MEDIA): the videos' first polls go
+# a second after their creates are answered instead of at half the default guess (25 s), so the
+# resume that ends a kill campaign does not wait for renders long done.
+RENDER_SECONDS = 1.0
+
 SLOW_CREATES = {
     "seed": 3,
     "rules": [{"fault": "latency=1.0", "rate": 1.0, "paths": ["/v1/chat/completions", "/v2/videos"]}],
@@ -95,7 +100,7 @@ def test_a_second_ctrl_c_counts_what_it_sent_and_leaves_no_phantom(tmp_path: Pat
 def test_a_kill_at_120_rpm_leaves_maybe_billed_only_what_reached_the_gateway(
     tmp_path: Path, kind: str, key: str
 ) -> None:
-    path = manifest(tmp_path, kind, 16)
+    path = manifest(tmp_path, kind, 16, expected_render_seconds=RENDER_SECONDS)
     run_dir = tmp_path / "runs" / "at-the-limit"
     with served_emulator(config_with()) as served:
         env = runner_env(tmp_path, served, key)
@@ -114,7 +119,7 @@ def test_a_kill_while_the_first_slow_create_is_answered_leaves_only_it_uncertain
     """The issue's second case: no limit known, creates take 3 s, a kill before the first answer.
     The limiter sends one request and waits for its answer; the others waited `sending` (16
     uncertain for 4 creates received). Now they are pending: only the create on the wire is."""
-    path = manifest(tmp_path, "video", 16)
+    path = manifest(tmp_path, "video", 16, expected_render_seconds=RENDER_SECONDS)
     run_dir = tmp_path / "runs" / "at-the-limit"
     slow = {"seed": 3, "rules": [{"fault": "latency=3.0", "rate": 1.0, "paths": ["/v2/videos"]}]}
     with served_emulator(config_with(faults=slow)) as served:
