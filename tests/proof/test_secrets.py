@@ -28,13 +28,17 @@ PREFECT_STARTUP_SECONDS = "300"
 
 def portable_manifest(source: Path, folder: Path) -> Path:
     """A copy of a YAML manifest whose relative data paths point at the originals and whose
-    outputs go to the runs folder (not the repository's data/runs)."""
+    outputs go to the runs folder (not the repository's data/runs). Its video jobs expect renders
+    of a second, as the served emulator's are (FAST_MEDIA): polled then, not at half the default
+    guess of 50-60 s."""
     manifest = yaml.safe_load(source.read_text(encoding="utf-8"))
     manifest.get("run", {}).pop("output", None)
     for job in manifest.get("jobs", []):
         data = job.get("data")
         if isinstance(data, str) and not Path(data).is_absolute():
             job["data"] = str((source.parent / data).resolve())
+        if job.get("kind") in ("video", "video_v1"):
+            job.setdefault("video", {"expected_render_seconds": 1})
     copy = folder / source.name
     copy.write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
     return copy
