@@ -24,7 +24,7 @@ from relaybatch.costs.ledger import LedgerRow
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.run import RunPaths, executing
-from tests.run.test_execution_lock import SlowRun, _relaybatch, _write_manifest
+from tests.run.test_execution_lock import SlowRun, _command, _write_manifest
 from tests.run.test_graceful_cancel import _counts, _slow_emulator
 
 
@@ -223,7 +223,7 @@ def test_status_follows_a_run_executing_in_another_process_without_slowing_it(tm
     run = SlowRun(manifest, runs, slow, "--budget", "5.00")
     try:
         run.wait_until_sending(checkpoint)
-        shown = _relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow)
+        shown = _command("status", "many", "--runs-dir", str(runs), emulator=slow)
         assert shown.returncode == 0, shown.stderr
         assert f"executing now: executing run 'many': pid {run.process.pid}" in shown.stdout
         amounts = figures(money_line(shown.stdout))
@@ -244,7 +244,7 @@ def test_status_follows_a_run_executing_in_another_process_without_slowing_it(tm
     finally:
         run.kill()
 
-    line = money_line(_relaybatch("status", "many", "--runs-dir", str(runs), emulator=slow).stdout)
+    line = money_line(_command("status", "many", "--runs-dir", str(runs), emulator=slow).stdout)
     assert "reserved by an execution that ended without their answer" in line  # killed mid-flight
 
 

@@ -98,7 +98,7 @@ def test_an_unsharded_run_after_its_shards_failed_items_is_a_no_op_the_second_ti
     import yaml
 
     from tests.conftest import REPO_ROOT
-    from tests.run.test_execution_lock import _relaybatch, _write_manifest
+    from tests.run.test_execution_lock import _command, _write_manifest
     from tests.run.test_graceful_cancel import _slow_emulator
 
     config = yaml.safe_load((REPO_ROOT / "configs" / "emulator.yaml").read_text())
@@ -108,13 +108,13 @@ def test_an_unsharded_run_after_its_shards_failed_items_is_a_no_op_the_second_ti
     fine = _slow_emulator(tmp_path, 0)
     runs, manifest = str(tmp_path / "runs"), str(_write_manifest(tmp_path / "many.csv", 20))
 
-    shard = _relaybatch("run", manifest, "--runs-dir", runs, "--shard", "1/2", emulator=failing)
+    shard = _command("run", manifest, "--runs-dir", runs, "--shard", "1/2", emulator=failing)
     assert shard.returncode == 1 and "failed" in shard.stderr, shard.stderr
-    assert _relaybatch("run", manifest, "--runs-dir", runs, "--shard", "2/2", emulator=fine).returncode == 0
-    first = _relaybatch("run", manifest, "--runs-dir", runs, emulator=fine)
+    assert _command("run", manifest, "--runs-dir", runs, "--shard", "2/2", emulator=fine).returncode == 0
+    first = _command("run", manifest, "--runs-dir", runs, emulator=fine)
     assert "0 requests sent" in first.stdout and "failed" in first.stdout, first.stdout
 
-    second = _relaybatch("run", manifest, "--runs-dir", runs, emulator=fine)
+    second = _command("run", manifest, "--runs-dir", runs, emulator=fine)
 
     assert "no input changed since the last plan" in second.stderr, second.stderr
 
