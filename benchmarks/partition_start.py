@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from typing import Any
 
 import httpx
 from ports import free_port
+
+from relaybatch.run_folder import partition_folder_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -106,21 +109,36 @@ def running_at(http: httpx.Client, flow_run_id: str) -> list[float]:
     )
 
 
-def posts_since(gateway: httpx.Client, since: float) -> list[float]:
-    log = gateway.get("/_emulator/requests", params={"since": since, "distinct": "false"}).json()
-    return sorted(entry["at"] for entry in log["recent"] if entry["method"] == "POST")
+def body_hashes(store: Path) -> set[str]:
+    """The body hash of every request the partition's store holds (none before its plan is in)."""
+    from fleet import body_hash
+
+    if not store.exists():
+        return set()
+    try:
+        with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+            rows = db.execute("select request from items").fetchall()
+    except sqlite3.Error:  # not made yet
+        return set()
+    return {body_hash("docs", request) for (request,) in rows}
 
 
 def first_request(
-    http: httpx.Client, gateway: httpx.Client, flow_run_id: str, spawn: float
+    http: httpx.Client, gateway: httpx.Client, flow_run_id: str, spawn: float, store: Path
 ) -> tuple[float, float]:
-    """When the flow run (its process spawned at ``spawn``) went Running, and the first POST the
-    gateway logged after that. One partition at a time, every POST after it is its own; with
-    --together, the first may be another's (a bound from below on the figure)."""
+    """When the flow run (its process spawned at ``spawn``) went Running, and the first POST of
+    one of its items (told apart by body hash, as fleet.py does) the gateway logged after that."""
     began = wait_for(
         "its Running state", lambda: [t for t in running_at(http, flow_run_id) if t > spawn - 1], 300
     )[-1]
-    return began, wait_for("its first request", lambda: posts_since(gateway, began), 300)[0]
+    hashes = wait_for("its plan", lambda: body_hashes(store), 300)
+
+    def first() -> float | None:
+        log = gateway.get("/_emulator/requests", params={"since": began, "distinct": "false"}).json()
+        mine = [e["at"] for e in log["recent"] if e["method"] == "POST" and e["body_hash"] in hashes]
+        return min(mine, default=None)
+
+    return began, wait_for("its first request", first, 300)
 
 
 def main() -> None:
@@ -229,7 +247,14 @@ def main() -> None:
                 for run in batch:
                     partition = run["parameters"]["partition"]
                     spawn = spawned[run["id"]][0]
-                    began, first = first_request(http, gateway, run["id"], spawn)
+                    store = (
+                        folder
+                        / "runs"
+                        / "start"
+                        / "shards"
+                        / partition_folder_name(*map(int, partition.split("/")))
+                    )
+                    began, first = first_request(http, gateway, run["id"], spawn, store / "checkpoint.sqlite")
                     figures[kind].append((partition, began - spawn, first - began))
                     say(f"{kind} partition {partition}: spawn -> Running {began - spawn:.2f} s, "
                         f"Running -> first request {first - began:.2f} s")  # fmt: skip
