@@ -367,6 +367,7 @@ def run_fleet(options: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "RELAYBATCH_BASE_URL": gateway,
             "RELAYBATCH_API_KEY": KEY,
             "RELAYBATCH_SHARED_LIMIT_RPM": str(options.rpm),
+            **({"RELAYBATCH_SHARED_LIMIT_BLOCK": str(options.block)} if options.block else {}),
         }
         worker = [str(BIN / "prefect"), "worker", "start", "--pool", "fleet", "--limit", "1"]
         worker += ["--type", "process"]  # a worker started while the server is down starts anyway
@@ -685,6 +686,9 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=1200)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--cap", type=int, default=40)
+    parser.add_argument(
+        "--block", type=int, default=None, help="RELAYBATCH_SHARED_LIMIT_BLOCK (default: 1 s of the limit)"
+    )
     parser.add_argument("--kill-at", type=float, default=0.4)
     parser.add_argument("--restart-at", type=float, default=0.7)
     parser.add_argument("--budget-usd", default=None, help="run budget (e.g. 60 %% of a run's bill)")
