@@ -24,7 +24,7 @@ from relaybatch.costs.ledger import LedgerRow
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.run import RunPaths, executing
-from tests.run.test_execution_lock import SlowRun, _command, _write_manifest
+from tests.run.test_execution_lock import CHAT, SlowRun, _command, _write_manifest
 from tests.run.test_graceful_cancel import _counts, _slow_emulator
 
 
@@ -217,7 +217,7 @@ def figures(line: str) -> dict[str, Decimal]:
 
 @pytest.mark.slow
 def test_status_follows_a_run_executing_in_another_process_without_slowing_it(tmp_path: Path) -> None:
-    slow = _slow_emulator(tmp_path, 2.0)
+    slow = _slow_emulator(tmp_path, 2.0, CHAT)  # calls in flight; the catalog quick
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 400)
     checkpoint = runs / "many" / "checkpoint.sqlite"
     run = SlowRun(manifest, runs, slow, "--budget", "5.00")

@@ -550,7 +550,7 @@ def test_resolve_lists_and_settles_a_shards_calls_each_under_that_shards_lock(tm
     the holder, while the shard executes; then recorded in the shard's store and ledger."""
     import pyarrow.parquet as pq
 
-    slow = _slow_emulator(tmp_path, 2.0)
+    slow = _slow_emulator(tmp_path, 2.0, CHAT)  # calls in flight; the catalog quick
     runs, manifest = tmp_path / "runs", _write_manifest(tmp_path / "many.csv", 400)
     folder = runs / "many" / "shards" / "1-of-2"
     shard = SlowRun(manifest, runs, slow, "--shard", "1/2")
