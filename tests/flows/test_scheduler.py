@@ -233,7 +233,7 @@ def _serving_a_slow_manifest(
     that a stop is clean (nothing left in flight), and a loaded machine can stall a process for
     seconds; cutting requests off when the grace runs out is tested on its own
     (tests/run/test_graceful_cancel.py)."""
-    from tests.run.test_graceful_cancel import _env, _manifest, _slow_emulator
+    from tests.run.test_graceful_cancel import CHAT_CALLS, _env, _manifest, _slow_emulator
 
     manifest = _manifest(tmp_path, SERVED_ITEMS)
     config = tmp_path / "deployments.yaml"
@@ -247,7 +247,7 @@ def _serving_a_slow_manifest(
         encoding="utf-8",
     )
     env = _env(
-        _slow_emulator(tmp_path, 1.0),
+        _slow_emulator(tmp_path, 1.0, CHAT_CALLS),
         {k: v for k, v in prefect_server.env.items() if k.startswith("PREFECT_")}
         | {"RELAYBATCH_STOP_GRACE_SECONDS": "60"},
     )

@@ -28,6 +28,7 @@ RELAYBATCH = str(Path(sys.executable).parent / "relaybatch")
 # flight lasts at least ITEMS / CONCURRENCY = 50 s: far longer than it takes to get going and stop.
 ITEMS = 800
 CONCURRENCY = 16
+CHAT_CALLS = ("/v1/chat/",)  # the slow routes: the catalog and pricing reads before them stay quick
 
 
 async def test_the_first_signal_sets_stop_and_the_second_cancels_at_once() -> None:
@@ -157,7 +158,7 @@ class Run:
         self.command = [RELAYBATCH, "run", str(self.manifest), "--runs-dir", str(self.runs)]
         self.process = subprocess.Popen(
             self.command,
-            env=_env(_slow_emulator(tmp_path, latency), env),
+            env=_env(_slow_emulator(tmp_path, latency, CHAT_CALLS), env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # its own process group, as a terminal's foreground job
