@@ -18,9 +18,11 @@ CELL = """
 import asyncio, os, signal, sys, threading, time
 import pyarrow as pa
 import relaybatch
+# Imported here, before the run starts: a thread importing it while the run's own thread is half
+# way through importing the engine gets a partly made module and dies (the interrupt never came).
+from relaybatch.engine import CheckpointStore
 
 def interrupt_when_done(checkpoint):
-    from relaybatch.engine import CheckpointStore
     while True:
         time.sleep(0.1)
         try:
