@@ -89,12 +89,12 @@ def started(
         stop_group(process)
 
 
-def stop_group(process: subprocess.Popen[bytes]) -> None:
+def stop_group(process: subprocess.Popen[bytes], grace: float = 30) -> None:
     if process.poll() is not None:
         return
     try:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
+        process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
@@ -106,7 +106,7 @@ def say(text: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
 
-def wait_for(what: str, check: Any, seconds: float) -> Any:
+def wait_for(what: str, check: Any, seconds: float, every: float = 0.5) -> Any:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -115,7 +115,7 @@ def wait_for(what: str, check: Any, seconds: float) -> Any:
             value = None
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     raise SystemExit(f"timed out after {seconds:.0f} s waiting for {what}")
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -33,7 +32,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import fleet
 import httpx
+from fleet import say
 from ports import free_port
 
 from relaybatch.run_folder import partition_folder_name
@@ -44,34 +45,12 @@ KEY = "rb-demo-key"
 GOAL_SECONDS = 5.0
 
 
-def say(text: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
-
-
 def wait_for(what: str, check: Any, seconds: float) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (httpx.HTTPError, OSError, ValueError):
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise SystemExit(f"timed out after {seconds:.0f} s waiting for {what}")
+    return fleet.wait_for(what, check, seconds, every=0.1)
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
+    fleet.stop_group(process, grace=60)
 
 
 def write_inputs(folder: Path, partitions: int, rows: int) -> Path:
