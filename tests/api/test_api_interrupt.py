@@ -18,9 +18,11 @@ CELL = """
 import asyncio, os, signal, sys, threading, time
 import pyarrow as pa
 import relaybatch
-# Imported here, before the run starts: a thread importing it while the run's own thread is half
-# way through importing the engine gets a partly made module and dies (the interrupt never came).
 from relaybatch.engine import CheckpointStore
+
+# A kernel's SIGINT raises KeyboardInterrupt. A process started from a shell's background job
+# inherits SIGINT ignored, and Python then leaves it ignored: the interrupt would never come.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def interrupt_when_done(checkpoint):
     while True:
