@@ -52,6 +52,7 @@ from typing import Any
 
 import httpx
 from ports import free_port
+from shared_limit import max_in_window
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -442,15 +443,6 @@ def partition_of_rows(folder: Path, count: int, jobs: dict[str, int]) -> dict[st
         firsts = [row for row, _ in starts]
         found[job] = [starts[bisect.bisect_right(firsts, row) - 1][1] for row in range(rows)]
     return found
-
-
-def max_in_window(times: list[float], window: float) -> int:
-    best, start = 0, 0
-    for end, moment in enumerate(times):
-        while moment - times[start] >= window:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
 
 
 def flow_run_starts(fleet: Fleet, runs: list[dict[str, Any]]) -> dict[str, list[float]]:
