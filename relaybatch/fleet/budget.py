@@ -260,10 +260,8 @@ class ServerBudget:
         if time.monotonic() - self.wanted_at < FULL_RECHECK_SECONDS:
             return
         self.wanted_at = time.monotonic()
-        if await self.limits.increment([self.spec.wanted_name], 1):
+        if await self.limits.increment([self.spec.wanted_name], 1):  # full after 68 years of waits
             self.wants += 1
-        else:  # the counter is full (after two billion waits): it starts again
-            await self.limits.decrement([self.spec.wanted_name], MAX_SLOTS)
 
     async def others_want(self) -> bool:
         """Whether another store said it waits for room since this one last looked."""
