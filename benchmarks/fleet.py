@@ -679,7 +679,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--cap", type=int, default=40)
     parser.add_argument(
-        "--block", type=int, default=None, help="RELAYBATCH_SHARED_LIMIT_BLOCK (default: 1 s of the limit)"
+        "--block", type=int, default=None, help="RELAYBATCH_SHARED_LIMIT_BLOCK (default: 0.5 s of the limit)"
     )
     parser.add_argument("--kill-at", type=float, default=0.4)
     parser.add_argument("--restart-at", type=float, default=0.7)

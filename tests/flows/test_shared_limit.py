@@ -47,8 +47,8 @@ class FakeClock:
 
 def test_sizes_follow_the_rate() -> None:
     limit = SharedLimit(rpm=1200)
-    assert limit.block_size == 20  # about one second of the whole limit per lease
-    assert limit.burst_size == 40
+    assert limit.block_size == 10  # about half a second of the whole limit per lease
+    assert limit.burst_size == 20
     # burst + 60 s of refill never exceed the per-minute limit (the gateway's sliding window)
     assert limit.burst_size + 60 * limit.decay_per_second == pytest.approx(1200)
 
