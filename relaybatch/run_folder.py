@@ -10,6 +10,8 @@
     <runs>/<name>/shards/<i>-of-<n>/  one folder per shard, laid out the same way
     <runs>/<name>/shards/part-<i>-of-<n>/  one per partition, with splits.json (the splits it was
                                       planned from, run/partitions.py)
+    <runs>/<name>/handoff.parquet     rows settled or superseded here, for the run's other stores
+    <runs>/<name>/handoff.json        ... and which state of the store they are (run/handoff.py)
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
 
@@ -39,6 +41,10 @@ SNAPSHOT_NAME = "snapshot"
 LOCK_NAME = "execution.lock"
 SENDING_LOCK_NAME = "sending.lock"
 SPLITS_NAME = "splits.json"
+# What a store's owner leaves for the run's other stores (run/handoff.py): its rows with work, and
+# the record saying which state of the store they are.
+HANDOFF_NAME = "handoff.parquet"
+HANDOFF_RECORD_NAME = "handoff.json"
 # A shard's folder under <run>/shards/: "<index>-of-<count>".
 _SHARD_FOLDER = re.compile(r"(\d+)-of-(\d+)")
 # A partition's folder under <run>/shards/ (run/partitions.py): "part-<index>-of-<count>".
@@ -144,6 +150,16 @@ class RunPaths:
             if path.is_dir() and (split := partition_of_folder(path.name))
         ]
         return [RunPaths(path) for _, _, path in sorted(found)]
+
+    @property
+    def handoff(self) -> Path:
+        """The rows another store of the run takes over from this one (run/handoff.py)."""
+        return self.root / HANDOFF_NAME
+
+    @property
+    def handoff_record(self) -> Path:
+        """What ``handoff`` is: the run, its manifest, counts, and the store's stamp (run/handoff.py)."""
+        return self.root / HANDOFF_RECORD_NAME
 
     @property
     def splits_planned(self) -> Path:

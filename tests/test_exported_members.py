@@ -126,6 +126,7 @@ EXPORTED: dict[str, list[str]] = {
         "CheckpointStore",
         "DONE",
         "FAILED",
+        "HANDOFF_COLUMNS",
         "IllegalTransition",
         "MIGRATIONS",
         "Migration",

@@ -164,10 +164,20 @@ def store_paths(run: RunPaths) -> list[Path]:
 
 
 class OtherStores:
-    """Read-only views of a run's other stores: what any of them settled, a shard must not send."""
+    """What a run's other stores settled or superseded, which a shard or a partition must not send:
+    read from the handoff files their owners left (run/handoff.py), as scratch stores on this host;
+    never another host's SQLite."""
 
-    def __init__(self, paths: list[Path]) -> None:
-        self.stores = [CheckpointStore.open_read_only(path) for path in paths]
+    def __init__(self, folders: list[RunPaths]) -> None:
+        from relaybatch.run.handoff import scratch_stores
+
+        self._scratch = contextlib.ExitStack()
+        try:
+            paths = self._scratch.enter_context(scratch_stores(folders))
+            self.stores = [CheckpointStore.open_read_only(path) for path in paths]
+        except BaseException:
+            self._scratch.close()
+            raise
 
     def settled(self, keys: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -199,6 +209,19 @@ class OtherStores:
     def close(self) -> None:
         for store in self.stores:
             store.close()
+        self._scratch.close()
+
+
+def stores_beside_shard(run: RunPaths, shard: RunPaths) -> list[RunPaths]:
+    """The run's other stores that may hold a shard's items: all but the shards of its own split
+    (an item is in one shard of a split, by its key's hash, so their items are never its own)."""
+    return [
+        folder
+        for folder in run.store_folders()
+        if folder.root != shard.root
+        and folder.checkpoint.exists()
+        and not (folder.shard_split is not None and folder.shard_count == shard.shard_count)
+    ]
 
 
 def fold_shards(run: RunPaths) -> int:
@@ -246,7 +269,9 @@ def plan_run(
         )
         inputs_of = functools.partial(_identity, Path(resolved), images=images)
         validation, inputs = validate(decision), inputs_of(decision)
-        identity.check_identity(run, store_paths(run), Path(resolved), inputs, decision.manifest_sha256)
+        identity.check_identity(
+            run, run.store_folders(), Path(resolved), inputs, decision.manifest_sha256, own=paths
+        )
         # Planning writes the store: one writer at a time (run/locking.py). With ``hold`` the lock
         # outlives planning, so nothing can take it between this plan and the execution after it.
         (hold or planning).enter_context(executing(paths))
@@ -418,7 +443,7 @@ def _plan_items(
     others = None
     if shard is not None:
         items = (item for item in items if shard.contains(item.key))
-        others = OtherStores([path for path in store_paths(run) if path != store.path])
+        others = OtherStores(stores_beside_shard(run, shard.paths(run)))
         others.lend_superseded(store, shard)
     recorder = fingerprint.Recorder(manifest, decision, validation, seen_in)
     try:

@@ -40,21 +40,35 @@ def identity_of(manifest_path: Path, files: Mapping[str, str], images: Mapping[s
     return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()
 
 
-def recorded_identity(store_paths: list[Path]) -> tuple[str, str] | None:
-    """(manifest path, identity) recorded by the first of the run's stores that has one."""
-    for store_path in store_paths:
-        with CheckpointStore.open_read_only(store_path) as store:
-            recorded = store.manifest()
+def recorded_identity(folders: list[RunPaths], own: RunPaths | None = None) -> tuple[str, str] | None:
+    """(manifest path, identity) recorded by the first of the run's stores in ``folders`` that has
+    one: the store this process writes (``own``) from itself, any other from the handoff its owner
+    left (run/handoff.py: never another host's SQLite)."""
+    from relaybatch.run.handoff import recorded_manifest
+
+    for folder in folders:
+        if not folder.checkpoint.exists():
+            continue
+        if own is not None and folder.root == own.root:
+            with CheckpointStore.open_read_only(folder.checkpoint) as store:
+                recorded = store.manifest()
+        else:
+            recorded = recorded_manifest(folder)
         if recorded is not None:
             return recorded
     return None
 
 
 def check_identity(
-    run: RunPaths, store_paths: list[Path], manifest_path: Path, identity: str, manifest_sha256: str
+    run: RunPaths,
+    folders: list[RunPaths],
+    manifest_path: Path,
+    identity: str,
+    manifest_sha256: str,
+    own: RunPaths | None = None,
 ) -> None:
     """Refuse to plan a manifest into a run made from other inputs, naming both manifests."""
-    recorded = recorded_identity(store_paths)
+    recorded = recorded_identity(folders, own)
     if recorded is None:
         return
     path, digest = recorded

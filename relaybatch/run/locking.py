@@ -265,9 +265,18 @@ def what_runs_in(paths: RunPaths) -> str:
 @contextlib.contextmanager
 def executing(paths: RunPaths) -> Iterator[None]:
     """The locks an execution of the store at ``paths`` (a run's or a shard's) holds: its store's,
-    and the run's right to send its items (``sending``)."""
+    and the run's right to send its items (``sending``). Before the outermost hold lets go, the
+    store's owner writes what the run's other stores need from it (run/handoff.py); an execution
+    that dies first leaves it stale, and whoever needs it next writes it under the lock."""
+    from relaybatch.run.handoff import leave_handoff
+
+    key = (lock_path(paths.root).resolve(), False)
+    with _GUARD:
+        outermost = key not in _HELD
     with holding(paths.root, f"executing {what_runs_in(paths)}", RUN_ADVICE), sending(paths):
         yield
+        if outermost:
+            leave_handoff(paths)
 
 
 def require_executing(paths: RunPaths) -> None:

@@ -14,13 +14,13 @@ store (so ``status``, ``report`` and exports show one run). The split is made on
 submits the partitions (``split``), and handed to each partition with its ranges; the whole
 manifest is validated there once (repeated requests across partitions are found there).
 
-Storage contract (docs/prefect.md): a partition opens no other partition's SQLite store when
-both were only ever planned from the same split, because their rows cannot meet: each store
-holds rows of its own range only, and the ranges of one split are disjoint. Each partition folder
-lists the splits its store was planned from (``splits.json``, written before its store is
-planned), so a partition tells those siblings apart from the stores that may hold its rows (the
-run's own store, shards, partitions of another split or of an edited manifest) without opening
-them; only those are read.
+Storage contract (docs/prefect.md): a partition opens no other store's SQLite. It reads nothing
+of another partition when both were only ever planned from the same split, because their rows
+cannot meet: each store holds rows of its own range only, and the ranges of one split are
+disjoint. Each partition folder lists the splits its store was planned from (``splits.json``,
+written before its store is planned), so a partition tells those siblings apart from the stores
+that may hold its rows (the run's own store, shards, partitions of another split or of an edited
+manifest); only those are read, from the handoff files their owners left (run/handoff.py).
 """
 
 from __future__ import annotations
@@ -226,7 +226,6 @@ def whole_identity(manifest_path: Path, run: RunPaths, check: Check | None = Non
     from relaybatch.manifests import open_manifest
     from relaybatch.manifests.images import noting_image_reads
     from relaybatch.run import fingerprint, identity
-    from relaybatch.run.assemble import store_paths
 
     manifest = open_manifest(manifest_path)
     images: dict[str, str] = {}
@@ -245,7 +244,7 @@ def whole_identity(manifest_path: Path, run: RunPaths, check: Check | None = Non
     }
     resolved = manifest_path.resolve()
     inputs = identity.identity_of(resolved, files, images)
-    identity.check_identity(run, store_paths(run), resolved, inputs, files[str(resolved)])
+    identity.check_identity(run, run.store_folders(), resolved, inputs, files[str(resolved)])
     return inputs
 
 
@@ -283,8 +282,7 @@ def plan_partition(
     resolved = manifest_path.resolve()
     paths, digest = partition.paths(run), split_digest(prepared)
     consulted = stores_to_consult(run, paths, digest)
-    identity.check_identity(run, [*consulted, paths.checkpoint] if paths.checkpoint.exists() else consulted,
-                            resolved, prepared.identity, "")  # fmt: skip
+    identity.check_identity(run, [*consulted, paths], resolved, prepared.identity, "", own=paths)
     with scratch_folder("relaybatch-plan-") as seen_in, contextlib.ExitStack() as planning:
         # The split validated every row of these files as they are (the flow's partitions: no
         # pass before the plan; a bad row would still stop the plan, which then adds nothing).
@@ -331,7 +329,7 @@ def _validate_range(manifest: Manifest, partition: Partition, seen_in: Path, che
 
 
 def _take_over_work(
-    store: CheckpointStore, consulted: list[Path], manifest: Manifest, partition: Partition
+    store: CheckpointStore, consulted: list[RunPaths], manifest: Manifest, partition: Partition
 ) -> None:
     """The partition's rows the ``consulted`` stores settled or superseded copied into ``store``
     (``OtherStores.lend_work``, a chunk of keys at a time), before the partition's plan."""
@@ -382,15 +380,16 @@ def note_split(paths: RunPaths, digest: str) -> None:
         write_text_atomically(paths.splits_planned, json.dumps({"splits": [*known, digest]}))
 
 
-def stores_to_consult(run: RunPaths, paths: RunPaths, digest: str) -> list[Path]:
-    """The run's other checkpoint stores that may hold rows of partition ``paths``' range: every
-    one but the stores of this split's other partitions that were only ever planned from it (their
-    ranges and ours are disjoint, so their rows cannot be ours: their SQLite is not opened)."""
+def stores_to_consult(run: RunPaths, paths: RunPaths, digest: str) -> list[RunPaths]:
+    """The run's other store folders that may hold rows of partition ``paths``' range: every one
+    but the stores of this split's other partitions that were only ever planned from it (their
+    ranges and ours are disjoint, so their rows cannot be ours: not even their handoff is read).
+    The others are read from their handoff files (``OtherStores``), never their SQLite."""
     found = []
     for folder in run.store_folders():
         if folder.root == paths.root or not folder.checkpoint.exists():
             continue
         if partition_of_folder(folder.root.name) is not None and splits_planned(folder) == [digest]:
             continue
-        found.append(folder.checkpoint)
+        found.append(folder)
     return found

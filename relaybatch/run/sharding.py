@@ -84,6 +84,7 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
     """Fold the shards' stores (of split ``count``, or every split on disk) into the run's own
     store, then export the run's results from it: one store, one result set, one row per item."""
     from relaybatch.engine import CheckpointStore, export_results
+    from relaybatch.run.handoff import leave_handoff
 
     if count is not None:
         folders = shard_folders(run, count)
@@ -92,11 +93,14 @@ def merge_shard_results(run: RunPaths, count: int | None = None) -> list[Path]:
         folders = run.store_folders()[1:]  # every shard's and partition's
     # Refused while the run or one of these shards is executing (run/locking.py): the merge would
     # race the run's own writes, or fold a shard in half-done.
-    with merging(run, folders), CheckpointStore(run.checkpoint) as store:
-        for folder in folders:
-            if folder.checkpoint.exists():
-                store.absorb(folder.checkpoint)
-        return export_results(store, run.results)
+    with merging(run, folders):
+        with CheckpointStore(run.checkpoint) as store:
+            for folder in folders:
+                if folder.checkpoint.exists():
+                    store.absorb(folder.checkpoint)
+            written = export_results(store, run.results)
+        leave_handoff(run)  # what the run's stores take from it now (run/handoff.py)
+        return written
 
 
 def shard_count_on_disk_or_any(run: RunPaths) -> None:

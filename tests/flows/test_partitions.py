@@ -5,6 +5,7 @@ Every request is counted at the embedded emulator, so "sent nothing" means nothi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from relaybatch.cli import app
 from relaybatch.connect import embedded_emulator
+from relaybatch.engine import CheckpointStore
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -98,6 +100,66 @@ def test_an_edit_that_moves_the_ranges_sends_only_the_new_rows(tmp_path: Path) -
     )
 
 
+def unreadable(store: Path) -> None:
+    """The SQLite file replaced by bytes that are no database, of the same size and modification
+    time: to the stamps the handoff files record, the store is as its owner left it, and any
+    attempt to open it fails (as opening another host's store must never be tried)."""
+    stat = store.stat()
+    store.write_bytes(b"not a database " * (stat.st_size // 15 + 1))
+    os.truncate(store, stat.st_size)
+    os.utime(store, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def done_in(folder: Path) -> int:
+    with CheckpointStore.open_read_only(folder / "checkpoint.sqlite") as store:
+        return store.count_by_state().get("done", 0)
+
+
+def unreadable_stores(folders: list[Path]) -> None:
+    for folder in folders:
+        for name in ("checkpoint.sqlite", "costs.sqlite"):
+            assert not (folder / f"{name}-wal").exists()  # closed cleanly: all in the file
+            unreadable(folder / name)
+
+
+def test_partitions_of_a_new_split_take_over_the_old_splits_rows_from_their_handoff_files(
+    tmp_path: Path,
+) -> None:
+    """After an edit and a new split, the old split's stores may hold the new partitions' rows:
+    what they settled comes from the files their owners wrote beside them, not from their SQLite
+    (each one here is not even a database any more)."""
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(20))
+    run_partitions(manifest, str(runs), 3)
+    old = sorted((runs / "bulk" / "shards").iterdir())
+    write_csv(manifest, range(-6, 20))  # six rows in front: every range moves
+    unreadable_stores(old)
+    before = chats_sent()
+
+    run_partitions(manifest, str(runs), 2)
+
+    assert chats_sent() == before + 6
+    new = [runs / "bulk" / "shards" / f"part-{index}-of-2" for index in (1, 2)]
+    assert sum(done_in(folder) for folder in new) == 26
+
+
+def test_partitions_bring_back_superseded_items_from_the_runs_handoff_files(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(20))
+    assert run("run", str(manifest), "--runs-dir", str(runs))[0] == 0
+    original = manifest.read_text()
+    write_csv(manifest, range(20), prompt="Edited {n}.")  # the same manifest, edited: 20 superseded
+    assert run("run", str(manifest), "--runs-dir", str(runs))[0] == 0
+    manifest.write_text(original)  # the edit undone
+    unreadable_stores([runs / "bulk"])
+    before = chats_sent()
+
+    run_partitions(manifest, str(runs), 3)
+
+    assert chats_sent() == before  # the 20 answers from before the edit came back
+    assert sum(done_in(folder) for folder in (runs / "bulk" / "shards").iterdir()) == 20
+
+
 def test_a_file_changed_since_the_split_is_refused(tmp_path: Path) -> None:
     runs = str(tmp_path / "runs")
     manifest = write_csv(tmp_path / "bulk.csv", range(10))
@@ -134,35 +196,40 @@ def test_partitions_bring_back_items_superseded_in_the_run_instead_of_resending_
     )
 
 
-def test_a_partition_opens_no_store_of_its_own_split_only_those_that_may_hold_its_rows(
+def test_a_partition_opens_no_store_but_its_own_and_reads_the_others_handoff_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The storage contract (docs/prefect.md): the partitions of one split never open each other's
-    SQLite; the run's own store (after a merge) may hold a partition's rows, so it is read."""
-    from relaybatch.engine import CheckpointStore
+    """The storage contract (docs/prefect.md): the partitions of one split never look at each
+    other's stores; the run's own store (after a merge) may hold a partition's rows, so its handoff
+    files are read (as a scratch store on this host), never its SQLite."""
+    import tempfile
+
+    from relaybatch.engine.store.base import StoreBase
     from relaybatch.run.partitions import plan_partition
 
     runs = tmp_path / "runs"
     manifest = write_csv(tmp_path / "bulk.csv", range(20))
     run_partitions(manifest, str(runs), 4)
     opened: list[Path] = []
-    original = CheckpointStore.open_read_only.__func__  # type: ignore[attr-defined]
+    original = StoreBase.__init__
 
-    def spy(cls: type[CheckpointStore], path: Path, *args: object, **kwargs: object) -> CheckpointStore:
+    def spy(self: StoreBase, path: Path, *, read_only: bool = False) -> None:
         opened.append(Path(path))
-        return original(cls, path, *args, **kwargs)  # type: ignore[no-any-return]
+        original(self, path, read_only=read_only)
 
-    monkeypatch.setattr(CheckpointStore, "open_read_only", classmethod(spy))
+    monkeypatch.setattr(StoreBase, "__init__", spy)
     own = runs / "bulk" / "shards" / "part-2-of-4" / "checkpoint.sqlite"
 
     plan_partition(manifest, runs, 2, 4)
     assert set(opened) <= {own}, opened
 
     assert run("merge", "bulk", "--runs-dir", str(runs))[0] == 0
+    assert (runs / "bulk" / "handoff.parquet").is_file() and (runs / "bulk" / "handoff.json").is_file()
     opened.clear()
     plan_partition(manifest, runs, 2, 4)
-    assert runs / "bulk" / "checkpoint.sqlite" in opened
-    assert set(opened) <= {own, runs / "bulk" / "checkpoint.sqlite"}, opened
+    scratch = [path for path in opened if path != own]
+    assert scratch and all(path.is_relative_to(tempfile.gettempdir()) for path in scratch), opened
+    assert not any(path.is_relative_to(runs) for path in scratch), opened
 
 
 def test_a_partition_validates_its_rows_again_only_when_its_files_changed_since_the_split(

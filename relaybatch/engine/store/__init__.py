@@ -62,6 +62,7 @@ from relaybatch.engine.store.records import Change, PlanCounts, PlanRecord
 from relaybatch.engine.store.schema import (
     ADD_CHUNK_ROWS,
     CACHE_KIB,
+    HANDOFF_COLUMNS,
     PAGE_SIZE,
     PLANNED_ID,
     PLANNED_KEY,
@@ -76,6 +77,7 @@ __all__ = [
     "CANCELLED",
     "DONE",
     "FAILED",
+    "HANDOFF_COLUMNS",
     "MIGRATIONS",
     "PAGE_SIZE",
     "PENDING",

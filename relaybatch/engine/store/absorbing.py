@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from relaybatch.engine.states import FAILED, PENDING, SETTLED_STATES, SUPERSEDED
 from relaybatch.engine.store.migrations import source_text_columns
 from relaybatch.engine.store.planning import Planning
 from relaybatch.engine.store.runs import RunRecord
+from relaybatch.engine.store.schema import HANDOFF_COLUMNS
 from relaybatch.engine.store.values import now_ms, now_text
 from relaybatch.sqlite_batches import transaction
 
@@ -22,6 +24,8 @@ from relaybatch.sqlite_batches import transaction
 # there: a partition whose range moved supersedes an item that the partition now holding it has
 # taken over (done), and the fold must keep the done one.
 _SETTLED = ", ".join(repr(state) for state in sorted(SETTLED_STATES))
+# The rows another store may take over (``handoff_page``): settled here, or superseded here.
+_WITH_WORK = ", ".join(repr(state) for state in sorted(SETTLED_STATES | {SUPERSEDED}))
 _FURTHER_SQL = (
     f"(items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
     f"and (excluded.state != '{FAILED}' or coalesce(excluded.attempts, 0) > coalesce(items.attempts, 0) "
@@ -111,3 +115,43 @@ class Absorbing(Planning, RunRecord):
         elif "source" in theirs:
             values.update(source_text_columns(self.db, "other.items as x", "x", "main", values))
         return values
+
+    def handoff_page(self, after_rowid: int, limit: int) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` rows after ``after_rowid`` that another store of the run may take over
+        (settled or superseded here), each as (rowid, *HANDOFF_COLUMNS): what the store's owner
+        writes to its handoff file (relaybatch/run/handoff.py). A store of the current layout
+        (its owner opened it for writing)."""
+        columns = [
+            {
+                "job": "(select name from jobs where id = items.job)",
+                "source_path": "(select path from source_files where id = items.source_file)",
+            }.get(name, name)
+            for name in HANDOFF_COLUMNS
+        ]
+        sql = (
+            f"select rowid, {', '.join(columns)} from items where state in ({_WITH_WORK}) "
+            "and rowid > ? order by rowid limit ?"
+        )
+        return [tuple(row) for row in self.db.execute(sql, [after_rowid, limit])]
+
+    def load_handoff(self, rows: Iterable[Sequence[Any]]) -> int:
+        """Add ``rows`` (HANDOFF_COLUMNS each, from another store's handoff file) to this store, a
+        scratch copy of that store's work that ``absorb`` then folds like the store itself; rows
+        added. The copy lives on the host that reads it: no other host's SQLite is opened."""
+        names = [name for name in HANDOFF_COLUMNS if name not in ("job", "source_path")]
+        sql = (
+            f"insert or replace into items ({', '.join(names)}, job, source_file) values "
+            f"({', '.join('?' for _ in names)}, (select id from jobs where name = ?), "
+            "(select id from source_files where path = ?))"
+        )
+        job_at, path_at = HANDOFF_COLUMNS.index("job"), HANDOFF_COLUMNS.index("source_path")
+        kept = [i for i, name in enumerate(HANDOFF_COLUMNS) if name not in ("job", "source_path")]
+        added = 0
+        with transaction(self.db.conn):
+            for row in rows:
+                self.db.execute("insert or ignore into jobs (name) values (?)", [row[job_at]])
+                if row[path_at] is not None:
+                    self.db.execute("insert or ignore into source_files (path) values (?)", [row[path_at]])
+                self.db.execute(sql, [*(row[i] for i in kept), row[job_at], row[path_at]])
+                added += 1
+        return added
