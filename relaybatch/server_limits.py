@@ -148,6 +148,12 @@ class ServerLimits:
         response = await self._request("POST", "/v2/concurrency_limits/decrement", json=body)
         _check(response, f"giving back {slots} slots of {names}")
 
+    async def delete(self, name: str) -> None:
+        """Remove the limit named ``name`` (nothing happens when it is gone already)."""
+        response = await self._request("DELETE", f"/v2/concurrency_limits/{name}")
+        if response.status_code != 404:
+            _check(response, f"deleting limit {name!r}")
+
     # -- reachability -----------------------------------------------------------------------
 
     def start_watch(self) -> None:

@@ -74,7 +74,10 @@ class ServerRenderSlots(LocalRenderSlots):
         self._syncer = asyncio.create_task(self._sync_forever())
 
     async def close(self) -> None:
-        """Bring every holder to the renders still in flight, then stop."""
+        """Bring every holder to the renders still in flight, then stop. A holder left with no slot
+        is removed from the server (the next execution creates it again), so a run's partitions do
+        not leave a limit each behind in the server's list; only this store's executions use it,
+        one at a time (its execution lock)."""
         if self._syncer is not None:
             self._syncer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -82,6 +85,10 @@ class ServerRenderSlots(LocalRenderSlots):
         self._stale = True
         with contextlib.suppress(Unreachable):  # the next execution brings it right
             await self.sync()
+            for model in self.server_caps:
+                holder = await self.limits.read(self.holder_name(model))
+                if holder is not None and holder.active_slots == 0:
+                    await self.limits.delete(self.holder_name(model))
 
     async def _until_reachable(self, step: Callable[[], Awaitable[LimitState]]) -> LimitState:
         while True:

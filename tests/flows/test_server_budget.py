@@ -128,10 +128,21 @@ async def test_two_render_slot_holders_share_one_cap_and_a_dead_ones_renders_kee
     await again.sync()
     state = await limits.read(one.name(model))
     assert state is not None and state.active_slots == 2  # one's render and the one still rendering
+    one.release("v", model)  # one's last render ends: it closes with nothing in flight
     for slots in (one, again):
         await slots.close()
     if two._syncer is not None:  # the dead one: stopped, nothing given back
         two._syncer.cancel()
+    # A holder closed with nothing in flight is gone from the server; one still rendering stays.
+    assert await limits.read(one.holder_name(model)) is None
+    held = await limits.read(again.holder_name(model))
+    assert held is not None and held.active_slots == 1
+    reopened = ServerRenderSlots(limits, "r:part-1-of-2", {model: 3})
+    await reopened.open()  # created again, empty
+    assert reopened.held[model] == 0 and await reopened.take("v", model)
+    reopened.release("v", model)
+    await reopened.close()
+    assert await limits.read(one.holder_name(model)) is None
 
 
 async def test_spend_of_the_runs_other_stores_is_counted_once_from_their_ledger_files(
