@@ -12,6 +12,7 @@
                                       planned from, run/partitions.py)
     <runs>/<name>/handoff.parquet     rows settled or superseded here, for the run's other stores
     <runs>/<name>/handoff.json        ... and which state of the store they are (run/handoff.py)
+    <runs>/<name>/progress.json       counts and spend, written by the store's owner (run/progress_file.py)
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
 
@@ -45,6 +46,8 @@ SPLITS_NAME = "splits.json"
 # the record saying which state of the store they are.
 HANDOFF_NAME = "handoff.parquet"
 HANDOFF_RECORD_NAME = "handoff.json"
+# A store folder's counts and spend as its owner last wrote them (run/progress_file.py).
+PROGRESS_NAME = "progress.json"
 # A shard's folder under <run>/shards/: "<index>-of-<count>".
 _SHARD_FOLDER = re.compile(r"(\d+)-of-(\d+)")
 # A partition's folder under <run>/shards/ (run/partitions.py): "part-<index>-of-<count>".
@@ -160,6 +163,11 @@ class RunPaths:
     def handoff_record(self) -> Path:
         """What ``handoff`` is: the run, its manifest, counts, and the store's stamp (run/handoff.py)."""
         return self.root / HANDOFF_RECORD_NAME
+
+    @property
+    def progress(self) -> Path:
+        """The folder's counts and spend as its owner last wrote them (run/progress_file.py)."""
+        return self.root / PROGRESS_NAME
 
     @property
     def splits_planned(self) -> Path:

@@ -52,12 +52,13 @@ def status(
     status and last poll, and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
     from relaybatch.run import run_paths
-    from relaybatch.run.status import money_parts, partitions_table, status_view
+    from relaybatch.run.status import partitions_money_line, partitions_table, status_view
 
     partitioned = run_paths(runs_dir, run_name)
     if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root)):
-        # Partitions running or run, not merged yet: each one's state, host and spend, and the sums.
-        console.print(partitions, *money_parts(partitioned.root))
+        # Partitions running or run, not merged yet: each one's state, host and spend, and the sums,
+        # from the files each partition's owner writes (never another host's SQLite).
+        console.print(partitions, partitions_money_line(partitioned.root), markup=False)
         console.print(f"merge them into one result set with: relaybatch merge {run_name}")
         return
     paths = existing_run(run_name, runs_dir)

@@ -94,6 +94,7 @@ class RunSpendGuard:
         self._lock = threading.Lock()
         self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
         self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
+        self._elsewhere = Decimal(0)  # what the run's other stores spent, counted in the budget here
         self.execution: int | None = None  # the execution's id in the checkpoint store, on every row
 
     # -- the engine's seam ------------------------------------------------------------------
@@ -164,7 +165,13 @@ class RunSpendGuard:
         shards = shard_split(self.store.path.parent)
         periods = tuple((cap.name, cap.limit, used) for cap, used in budget.period_use())
         return SpendFigures(
-            budget.spent - unknown, unknown, budget.in_flight, budget.run_limit, shards, periods
+            budget.spent - unknown,
+            unknown,
+            budget.in_flight,
+            budget.run_limit,
+            shards,
+            periods,
+            elsewhere_usd=self._elsewhere,
         )
 
     def reserved_for(self, key: str) -> Decimal | None:
@@ -338,4 +345,5 @@ async def open_spend_guard(
         raise
     guard = RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
     guard._unknown = unknown
+    guard._elsewhere = elsewhere
     return guard

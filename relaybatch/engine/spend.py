@@ -91,6 +91,9 @@ class SpendFigures:
     # Each period budget (execution, day, week, month) as the live line shows it: its name as a
     # person reads it, its limit and what counts against it now (spent in the period and held).
     periods: tuple[tuple[str, Decimal, Decimal], ...] = ()
+    # Of ``spent_usd``, what the run's other stores spent (a shard's budget counts it): the store's
+    # own spend is the difference (its progress file, run/progress_file.py).
+    elsewhere_usd: Decimal = Decimal(0)
 
 
 @runtime_checkable

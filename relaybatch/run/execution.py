@@ -39,6 +39,7 @@ from relaybatch.run.assemble import (
     result_of,
 )
 from relaybatch.run.locking import exporting, require_executing
+from relaybatch.run.progress_file import ProgressFile
 from relaybatch.run.sharding import Shard
 from relaybatch.run.stopping import InterruptRelay, StopOnSignal, interrupt_at_once, stop_on_signals
 from relaybatch.run_folder import RunPaths
@@ -180,7 +181,8 @@ def _watched(
         if telemetry is not None:
             run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
             progress = telemetry.watch_progress(progress)
-        yield run, progress
+        # The store folder's progress file, for `relaybatch status` on any host (run/progress_file.py).
+        yield run, ProgressFile(progress, RunPaths(run.store.path.parent))
 
 
 async def _until_stopped(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import time
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,9 +32,10 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.engine.store import CheckpointStore
-from relaybatch.run.locking import holder_of
+from relaybatch.run.locking import Holder, holder_of
+from relaybatch.run.progress_file import FolderProgress, read_progress
 from relaybatch.run.views import RunMoney, run_money
-from relaybatch.run_folder import RunPaths, partition_of_folder
+from relaybatch.run_folder import PROGRESS_NAME, RunPaths, partition_of_folder
 from relaybatch.settings import runs_dir_or_default
 
 # Enough to act on without flooding a terminal; `relaybatch status RUN --all` lists every one.
@@ -94,21 +96,25 @@ def _edited(store: CheckpointStore, rows: list[dict[str, str]]) -> set[tuple[str
 def last_execution_line(store: CheckpointStore) -> str:
     """How the last execution ended: finished, stopped early and why, or died (no end recorded);
     or that one is executing now (it holds the store's lock: relaybatch/run/locking.py)."""
-    last = store.last_execution()
-    if last["started_at"] is None:
-        reason = last["stop_reason"]
+    return execution_line(store.last_execution(), holder_of(store.path.parent))
+
+
+def execution_line(last: Mapping[str, str | None], holder: Holder | None) -> str:
+    """``last_execution_line`` from a store's last execution (started_at, ended_at, stop_reason)
+    and who holds its folder's lock now."""
+    if last.get("started_at") is None:
+        reason = last.get("stop_reason")
         return "no execution recorded yet" if reason is None else f"last execution stopped early: {reason}"
-    holder = holder_of(store.path.parent)
     if holder is not None and holder.merging:  # a merge sends nothing
         return f"in use now: {holder.describe()}"
     if holder is not None and not holder.momentary:  # a report's or a settling's hold is not one
         return f"executing now: {holder.describe()}"
-    if last["ended_at"] is None:
+    if last.get("ended_at") is None:
         return (
             f"last execution, started {last['started_at']}, did not finish: its process died or was "
             "killed (items it left in `sending` become uncertain when the run resumes)"
         )
-    if last["stop_reason"]:
+    if last.get("stop_reason"):
         return f"last execution stopped early at {last['ended_at']}: {last['stop_reason']}"
     return f"last execution finished at {last['ended_at']}"
 
@@ -310,31 +316,66 @@ def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
 
 def partitions_table(run_dir: Path) -> Table | None:
     """One row per partition store of the run (run/partitions.py): its items done of its total,
-    the uncertain ones, what runs it or how its last execution ended (the host and process that
-    hold its store now), and its spend (known, and unknown at its worst case); None without any."""
+    the uncertain ones, what runs it or how its last execution ended, the host that runs it (or
+    last wrote its figures), and its spend (known, and unknown at its worst case); None without any.
+
+    Read from each partition's progress file and handoff record and from who holds its lock (files
+    its owner writes: run/progress_file.py, run/handoff.py), never from its SQLite, which may be
+    another host's (DESIGN.md invariant 11)."""
     folders = RunPaths(run_dir).partition_folders()
     if not folders:
         return None
-    table = folding_table("partition", "done", "uncertain", "total", "execution", "spent USD", "unknown USD")
-    table.title = "partitions"
+    columns = ("partition", "done", "uncertain", "total", "execution", "host", "spent USD", "unknown USD")
+    table = folding_table(*columns, title="partitions")
     for folder in folders:
         split = partition_of_folder(folder.root.name)
         name = f"{split[0]}/{split[1]}" if split else folder.root.name
         if not folder.checkpoint.exists():
-            table.add_row(name, "0", "0", "0", "not planned yet", "-", "-")
+            table.add_row(name, "0", "0", "0", "not planned yet", "-", "-", "-")
             continue
-        with CheckpointStore.open_read_only(folder.checkpoint) as store:
-            counts = store.count_by_state()
-            execution = last_execution_line(store)
-        try:
-            spend = run_money(folder.root).spend
-            known, unknown = display_usd(spend.known_usd), display_usd(spend.unknown_usd)
-        except sqlite3.Error:
-            known = unknown = "?"
-        current = sum(count for state, count in counts.items() if state != SUPERSEDED)
-        row = [name, str(counts.get("done", 0)), str(counts.get(UNCERTAIN, 0)), str(current)]
-        table.add_row(*row, execution, known, unknown)
+        progress, holder = read_progress(folder), holder_of(folder.root)
+        execution = partition_execution_line(folder, progress, holder)
+        host = progress.host if progress is not None else "-"
+        if holder is not None and not holder.momentary:
+            host = holder.host or host
+        if progress is None:
+            table.add_row(name, "?", "?", "?", execution, host, "?", "?")
+            continue
+        counts = progress.counts
+        row = [name, str(counts.get("done", 0)), str(counts.get(UNCERTAIN, 0)), str(progress.total)]
+        spend = [display_usd(progress.known_usd), display_usd(progress.unknown_usd + progress.reserved_usd)]
+        table.add_row(*row, execution, host, *spend)
     return table
+
+
+def partition_execution_line(folder: RunPaths, progress: FolderProgress | None, holder: Holder | None) -> str:
+    """How a partition's last execution ended, from its files: as its owner left it when the store
+    is as it left it (the handoff record's stamp), else that an execution did not let go."""
+    from relaybatch.run.handoff import current_handoff
+
+    if holder is not None and (holder.merging or not holder.momentary):
+        line = execution_line({"started_at": "now"}, holder)
+        return f"{line}; figures of {progress.written_at}" if progress is not None and progress.live else line
+    if progress is not None and not progress.live and current_handoff(folder) is not None:
+        return execution_line(progress.execution, None)
+    return (
+        "its store changed since its owner last let go of it: an execution did not finish (its "
+        "process died or was killed; items it left in `sending` become uncertain when it resumes)"
+    )
+
+
+def partitions_money_line(run_dir: Path) -> str:
+    """The partitions' spend added up, from their progress files."""
+    folders = RunPaths(run_dir).partition_folders()
+    figures = [progress for folder in folders if (progress := read_progress(folder)) is not None]
+    known = sum((progress.known_usd for progress in figures), Decimal(0))
+    unknown = sum((progress.unknown_usd for progress in figures), Decimal(0))
+    reserved = sum((progress.reserved_usd for progress in figures), Decimal(0))
+    return (
+        f"money: spent (known) {display_usd(known)}; unknown outcomes {display_usd(unknown)} (worst case); "
+        f"reserved (in flight) {display_usd(reserved)}; total {display_usd(known + unknown + reserved)} "
+        f"over {len(figures)} of {len(folders)} partition(s), as each last wrote its {PROGRESS_NAME}"
+    )
 
 
 def execution_parts(store: CheckpointStore, execution: int | None) -> list[Table | Text]:

@@ -6,6 +6,7 @@ Every request is counted at the embedded emulator, so "sent nothing" means nothi
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -118,7 +119,10 @@ def done_in(folder: Path) -> int:
 def unreadable_stores(folders: list[Path]) -> None:
     for folder in folders:
         for name in ("checkpoint.sqlite", "costs.sqlite"):
-            assert not (folder / f"{name}-wal").exists()  # closed cleanly: all in the file
+            wal = folder / f"{name}-wal"
+            assert not wal.exists() or wal.stat().st_size == 0  # closed cleanly: all in the file
+            wal.unlink(missing_ok=True)
+            (folder / f"{name}-shm").unlink(missing_ok=True)
             unreadable(folder / name)
 
 
@@ -158,6 +162,33 @@ def test_partitions_bring_back_superseded_items_from_the_runs_handoff_files(tmp_
 
     assert chats_sent() == before  # the 20 answers from before the edit came back
     assert sum(done_in(folder) for folder in (runs / "bulk" / "shards").iterdir()) == 20
+
+
+def test_status_shows_each_partition_from_its_files_without_opening_its_stores(tmp_path: Path) -> None:
+    """`relaybatch status` of partitions not merged yet: each one's counts, how its execution ended,
+    its host and spend come from the files its owner wrote (progress.json, handoff.json), so it
+    works from any host; a partition whose store changed since (its execution killed) says so."""
+    import json
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(12))
+    run_partitions(manifest, str(runs), 3)
+    folders = sorted((runs / "bulk" / "shards").iterdir())
+    spent = [json.loads((folder / "progress.json").read_text())["known_usd"] for folder in folders]
+    with CheckpointStore(folders[2] / "checkpoint.sqlite") as store:  # as an execution killed there
+        store.record_manifest(str(manifest.resolve()), "changed")
+    unreadable_stores(folders[:2])
+
+    code, status = run("status", "bulk", "--runs-dir", str(runs))
+
+    assert code == 0, status
+    rows = [line for line in status.splitlines() if line.lstrip("│ ").startswith(("1/3", "2/3", "3/3"))]
+    assert len(rows) == 3, status
+    assert all("last execution finished" in row and " 4 " in row for row in rows[:2]), status
+    assert "store changed since its owner last let go" in rows[2], status
+    assert all(float(usd) > 0 for usd in spent)
+    total = sum((Decimal(usd) for usd in spent), Decimal(0))
+    assert f"spent (known) ${total.quantize(Decimal('0.000001')):,}" in status, status
 
 
 def test_a_file_changed_since_the_split_is_refused(tmp_path: Path) -> None:
