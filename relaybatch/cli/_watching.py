@@ -51,10 +51,20 @@ def status(
     first 20 of each state), remote work open for longer than --older-than with its age, last
     status and last poll, and the command that resumes it."""
     from relaybatch.engine import CheckpointStore
+    from relaybatch.folder_lock import executed_elsewhere
     from relaybatch.run import run_paths
-    from relaybatch.run.status import partitions_money_line, partitions_table, status_view
+    from relaybatch.run.status import (
+        executed_elsewhere_parts,
+        partitions_money_line,
+        partitions_table,
+        status_view,
+    )
 
     partitioned = run_paths(runs_dir, run_name)
+    if (holder := executed_elsewhere(partitioned.root)) is not None:
+        # Another host executes (or merges) the run's own store: its files only (DESIGN.md 11).
+        console.print(*executed_elsewhere_parts(partitioned.root, holder))
+        return
     if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root)):
         # Partitions running or run, not merged yet: each one's state, host and spend, and the sums,
         # from the files each partition's owner writes (never another host's SQLite).

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from relaybatch.cost_model import Budgets
-from relaybatch.costs.ledger import CostStore, known_amount, unknown_amount
-from relaybatch.costs.report import error_label, run_folders, store_folders
+from relaybatch.costs.ledger import CostStore, known_amount, ledger_schema, read_ledger, unknown_amount
+from relaybatch.costs.report import error_label, opens_stores, run_folders, store_folders
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT, POLLING, SUBMITTED
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RESULTS_NAME
+from relaybatch.folder_progress import read_progress
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, LEDGER_NAME, RESULTS_NAME, RunPaths
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 MAX_BUCKETS = 1000
@@ -330,6 +331,24 @@ def load_dashboard(
             results = sorted((folder / RESULTS_NAME).glob("*.parquet"))
             data.answers += [(folder.name, summary) for summary in summarize_results(results, UNSURE_BELOW)]
         for stores in store_folders(folder):
-            _add_costs(data, stores / COST_STORE_NAME, since, until)
-            _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name, until)
+            if opens_stores(stores):
+                _add_costs(data, stores / COST_STORE_NAME, since, until)
+                _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name, until)
+            else:
+                _add_owner_files(data, stores, since, until)
     return data
+
+
+def _add_owner_files(data: DashboardData, folder: Path, since: date | None, until: date | None) -> None:
+    """A shard's or partition's folder from the files its owner writes (never its SQLite, perhaps
+    another host's: DESIGN.md invariant 11): its charges from ``ledger.parquet`` (as of its last
+    execution's end), its items per state and how its last execution stopped from
+    ``progress.json``. Its events stay in its store: the activity charts show the run's own."""
+    for record in read_ledger(folder / LEDGER_NAME, ledger_schema().names):
+        if _in_days(record.get("charged_at"), since, until):
+            data.add_charge(record)
+    progress = read_progress(RunPaths(folder))
+    if progress is not None:
+        data.states.update(progress.counts)
+        if progress.execution.get("stop_reason"):
+            data.stopped.append(str(progress.execution["stop_reason"]))

@@ -24,16 +24,19 @@ from relaybatch.costs.ledger import (
     UNKNOWN,
     CostStore,
     known_amount,
+    read_ledger,
     unknown_amount,
     write_ledger,
 )
 from relaybatch.errors import UserError
+from relaybatch.folder_lock import executed_elsewhere
 from relaybatch.run_folder import (
     CHECKPOINT_NAME,
     COST_STORE_NAME,
     LEDGER_NAME,
     SHARDS_NAME,
     RunPaths,
+    partition_of_folder,
 )
 
 DISPLAY_QUANTUM = Decimal("0.000001")
@@ -250,6 +253,19 @@ REPORT_COLUMNS = (
 JOB_COLUMNS = ("job", "usd", "known_usd", "reserved_usd", "priced", "outcome")
 
 
+def opens_stores(folder: Path) -> bool:
+    """Whether a report, status or dashboard may open the SQLite stores of ``folder``: the run's own
+    folder unless an execution (or a merge) on another host holds it, and a shard's (read as
+    before: shards are not yet under the contract); never a partition's, which may be another
+    host's. Those are read from the files their owner writes beside them (``ledger.parquet``,
+    ``progress.json``, ``handoff.parquet``: DESIGN.md invariant 11, docs/prefect.md "The storage
+    contract")."""
+    paths = RunPaths(folder)
+    if partition_of_folder(folder.name) is not None and paths.run_root != folder:
+        return False
+    return paths.run_root != folder or executed_elsewhere(folder) is None
+
+
 def add_ledger(
     spend: RunSpend,
     run_dir: Path,
@@ -263,7 +279,12 @@ def add_ledger(
     grouped by those of ``columns`` that are ``GROUP_COLUMNS``. With ``export``, its Parquet export
     is refreshed first when ``guard`` lets this process write the folder; when another writes it
     (an execution), the ledger is left to that one and noted in ``spend.busy``. The charges are
-    read from the store opened read-only, as they stand. No store yet: nothing spent yet."""
+    read from the store opened read-only, as they stand; a shard's or partition's folder's from
+    the ``ledger.parquet`` its owner wrote when its last execution ended (``opens_stores``). No
+    store yet: nothing spent yet."""
+    if not opens_stores(run_dir):
+        _add_records(spend, read_ledger(run_dir / LEDGER_NAME, columns, _iso(since)), until)
+        return
     path = run_dir / COST_STORE_NAME
     if export and path.exists():
         with guard(run_dir) as writer:
@@ -277,15 +298,23 @@ def add_ledger(
     try:
         if until is not None and "charged_at" not in columns:
             columns = (*columns, "charged_at")
-        last = until.isoformat() if until else None
-        for record in store.charges_since(columns, since.isoformat() if since else ""):
-            if "charged_at" in record:
-                record["day"] = str(record["charged_at"])[:10]
-                if last is not None and record["day"] > last:
-                    continue
-            spend.add(record)
+        _add_records(spend, store.charges_since(columns, _iso(since)), until)
     finally:
         store.close()
+
+
+def _iso(day: date | None) -> str:
+    return day.isoformat() if day else ""
+
+
+def _add_records(spend: RunSpend, records: Iterable[dict[str, Any]], until: date | None) -> None:
+    last = until.isoformat() if until else None
+    for record in records:
+        if "charged_at" in record:
+            record["day"] = str(record["charged_at"])[:10]
+            if last is not None and record["day"] > last:
+                continue
+        spend.add(record)
 
 
 def _refresh_ledger(cost_store: Path, ledger: Path) -> None:
@@ -378,7 +407,10 @@ def load_spend(
     stores = [stores for folder in folders for stores in store_folders(folder)]
     for folder in stores:
         add_ledger(spend, folder, since, guard=guard, until=until)
-    events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
+    # Events of the run's own store only: a shard's or a partition's are in its SQLite (opens_stores).
+    events = chain.from_iterable(
+        read_events(folder / CHECKPOINT_NAME) for folder in stores if opens_stores(folder)
+    )
     activity = activity_from_events(events, since, until)
     return RunSpend(spend.runs, spend.groups, spend.per_minute, activity, spend.busy)
 

@@ -18,9 +18,17 @@ from typing import Any
 
 from relaybatch.cost_model import Budgets, whole_of_share
 from relaybatch.cost_model.periods import PeriodBudgets
-from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.report import store_folders
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths, shard_of_folder
+from relaybatch.costs.ledger import CostStore, budget_amount, read_ledger
+from relaybatch.costs.report import opens_stores, store_folders
+from relaybatch.folder_progress import read_progress
+from relaybatch.run_folder import (
+    CHECKPOINT_NAME,
+    COST_STORE_NAME,
+    LEDGER_NAME,
+    RunPaths,
+    partition_of_folder,
+    shard_of_folder,
+)
 
 RUN_BUDGETS = "run_budgets"  # the stored settings' key of the whole run's budgets
 PERIOD_BUDGETS = "period_budgets"  # the key of each execution's and calendar period's budgets
@@ -78,7 +86,7 @@ def run_budgets(run_dir: Path) -> Budgets:
     newest: tuple[str, int] | None = None
     found = Budgets()
     for position, folder in enumerate(store_folders(run_dir)):
-        read = _read(folder / CHECKPOINT_NAME)
+        read = _read(folder / CHECKPOINT_NAME) if opens_stores(folder) else _read_progress(folder)
         if read is None:
             continue
         started, saved = read
@@ -111,17 +119,21 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
     split = _split(store_dir, run_dir) if store_dir != run_dir else 0
     outside: list[Spend] = []
     siblings: list[Spend] = []
+    partition = partition_of_folder(store_dir.name) is not None and store_dir != run_dir
     for folder in store_folders(run_dir):
         if folder == store_dir:
             continue
-        # Read-only: another shard may be executing and writing its store (WAL lets both in).
-        store = CostStore.open_read_only(folder / COST_STORE_NAME)
-        if store is None:
-            continue
-        try:
-            spent = store.spent()
-        finally:
-            store.close()
+        if partition:  # a fleet's: other stores may be other hosts', read from their ledger files
+            spent = ledger_spent(folder / LEDGER_NAME)
+        else:
+            # Read-only: another shard may be executing and writing its store (WAL lets both in).
+            store = CostStore.open_read_only(folder / COST_STORE_NAME)
+            if store is None:
+                continue
+            try:
+                spent = store.spent()
+            finally:
+                store.close()
         same_split = split and folder != run_dir and _split(folder, run_dir) == split
         (siblings if same_split else outside).append(spent)
     jobs = {job for _, by_job in outside + siblings for job in by_job}
@@ -136,6 +148,18 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
         for job in jobs
     }
     return total, per_job
+
+
+def ledger_spent(ledger: Path) -> Spend:
+    """What a ledger Parquet file counts against the budgets, run and per job (``CostStore.spent``
+    of the store it was exported from, when it was): charges, and unknown outcomes and open
+    reservations at their worst case. No file: nothing."""
+    total, by_job = Decimal(0), dict[str, Decimal]()
+    for record in read_ledger(ledger, ("job", "usd", "known_usd", "reserved_usd")):
+        counted = budget_amount(record)
+        total += counted
+        by_job[record["job"]] = by_job.get(record["job"], Decimal(0)) + counted
+    return total, by_job
 
 
 def counted_beside(
@@ -195,6 +219,15 @@ def shard_split(store_dir: Path) -> int:
 def _split(folder: Path, run_dir: Path) -> int:
     split = shard_of_folder(folder.name) if folder != run_dir else None
     return split[1] if split else 1
+
+
+def _read_progress(folder: Path) -> tuple[str, dict[str, Any]] | None:
+    """``_read`` of a shard's or partition's folder, from the progress file its owner writes
+    (relaybatch/folder_progress.py), never its store; None when it has none with settings."""
+    progress = read_progress(RunPaths(folder))
+    if progress is None or not progress.settings:
+        return None
+    return str(progress.execution.get("started_at") or ""), progress.settings
 
 
 def _read(checkpoint: Path) -> tuple[str, dict[str, Any]] | None:

@@ -5,7 +5,9 @@ whose render failed, a re-asked answer that never fit its schema, a call interru
 answer: the report says how much of the spend bought nothing, and why.
 
 Read beside a running execution like the rest of the report: the checkpoint gives the items and
-their reasons (through its state index), the cost store what each of those items' calls cost.
+their reasons (through its state index), the cost store what each of those items' calls cost; a
+shard's or partition's folder gives them in the files its owner writes (``handoff.parquet``,
+``ledger.parquet``), never in its SQLite (DESIGN.md invariant 11).
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from relaybatch.costs.ledger import CostStore
-from relaybatch.costs.report import error_label, run_folders, store_folders
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME
+import pyarrow as pa
+
+from relaybatch.costs.ledger import CostStore, budget_amount, read_ledger
+from relaybatch.costs.report import error_label, opens_stores, run_folders, store_folders
+from relaybatch.engine.states import CANCELLED, FAILED, UNCERTAIN
+from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, HANDOFF_NAME, LEDGER_NAME
+
+UNSUCCESSFUL = (FAILED, UNCERTAIN, CANCELLED)  # as CheckpointStore.unsuccessful_items reads them
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,36 @@ def unsuccessful_spend(runs_dir: Path, names: Sequence[str]) -> list[Unsuccessfu
     return sorted(lines, key=lambda line: (-line.usd, line.run, line.state, line.reason))
 
 
+def _of_owner_files(folder: Path) -> dict[tuple[str, str], tuple[int, int, Decimal]]:
+    """``_of_store`` of a shard's or partition's folder, from the files its owner writes (never its
+    SQLite, perhaps another host's): its items that did not succeed from ``handoff.parquet``, their
+    calls from ``ledger.parquet``, each as of its last execution's end."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    handoff = folder / HANDOFF_NAME
+    if not handoff.is_file():
+        return {}
+    table = pq.read_table(handoff, columns=["key", "state", "last_error"])
+    table = table.filter(pc.is_in(table.column("state"), pa.array(list(UNSUCCESSFUL))))
+    items = [
+        (key, state, reason or "no reason recorded")
+        for key, state, reason in zip(*(column.to_pylist() for column in table.columns), strict=True)
+    ]
+    wanted = {key for key, _, _ in items}
+    spend: dict[str, tuple[int, Decimal]] = {}
+    for record in read_ledger(folder / LEDGER_NAME, ("item_key", "usd", "known_usd", "reserved_usd")):
+        if record["item_key"] in wanted:
+            calls, spent = spend.get(record["item_key"], (0, Decimal(0)))
+            spend[record["item_key"]] = (calls + 1, spent + budget_amount(record))
+    return _grouped(items, spend)
+
+
 def _of_store(folder: Path) -> dict[tuple[str, str], tuple[int, int, Decimal]]:
     from relaybatch.engine.store import CheckpointStore
 
+    if not opens_stores(folder):
+        return _of_owner_files(folder)
     checkpoint = folder / CHECKPOINT_NAME
     if not checkpoint.exists():
         return {}
@@ -65,6 +99,12 @@ def _of_store(folder: Path) -> dict[tuple[str, str], tuple[int, int, Decimal]]:
     finally:
         if costs is not None:
             costs.close()
+    return _grouped(items, spend)
+
+
+def _grouped(
+    items: list[tuple[str, str, str]], spend: dict[str, tuple[int, Decimal]]
+) -> dict[tuple[str, str], tuple[int, int, Decimal]]:
     groups: dict[tuple[str, str], tuple[int, int, Decimal]] = {}
     for key, state, reason in items:
         calls, usd = spend.get(key, (0, Decimal(0)))

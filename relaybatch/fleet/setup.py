@@ -70,22 +70,12 @@ def other_stores(paths: RunPaths, run_name: str) -> dict[str, Callable[[str | No
 def ledger_counted(ledger: Path, job: str | None = None) -> Decimal | None:
     """What a ledger Parquet file counts against a budget (charges; unknown outcomes and open
     reservations at their worst case), of one job's calls or all; None when there is no such file."""
-    import pyarrow.parquet as pq
-
-    from relaybatch.costs.ledger import budget_amount
+    from relaybatch.costs.run_budgets import ledger_spent
 
     if not ledger.exists():
         return None
-    only = None if job is None else [("job", "==", job)]
-    table = pq.read_table(ledger, columns=["usd", "known_usd", "reserved_usd"], filters=only)
-    rows = zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True)
-    return sum(
-        (
-            budget_amount({"usd": usd, "known_usd": known or 0, "reserved_usd": worst})
-            for usd, known, worst in rows
-        ),
-        Decimal(0),
-    )
+    total, by_job = ledger_spent(ledger)
+    return total if job is None else by_job.get(job, Decimal(0))
 
 
 @contextlib.asynccontextmanager

@@ -182,7 +182,7 @@ def _watched(
             run = dataclasses.replace(run, guard=telemetry.watch_spend(run.guard))
             progress = telemetry.watch_progress(progress)
         # The store folder's progress file, for `relaybatch status` on any host (run/progress_file.py).
-        yield run, ProgressFile(progress, RunPaths(run.store.path.parent))
+        yield run, ProgressFile(progress, RunPaths(run.store.path.parent), store=run.store)
 
 
 async def _until_stopped(

@@ -34,11 +34,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from relaybatch.errors import UserError
+from relaybatch.folder_lock import Holder, lock_holder
+from relaybatch.folder_lock import read_holder as _read_holder
 from relaybatch.run_folder import SENDING_LOCK_NAME, SHARDS_NAME, RunPaths, partition_of_folder
 
 # A look at the lock lasts microseconds; a real holder keeps it for the whole execution.
@@ -52,25 +53,6 @@ _GUARD = threading.Lock()
 
 class RunBusy(UserError):
     """Another process is executing (or merging) the store this one wants to write."""
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a folder's lock, as its holder wrote it."""
-
-    activity: str
-    pid: int | None
-    host: str
-    command: str
-    since: str
-    momentary: bool = False  # a report's or a settling's hold: seconds, not a whole execution
-    merging: bool = False  # a merge's hold: no calls in flight, it lets go when its export is written
-
-    def describe(self) -> str:
-        where = f"pid {self.pid}" + (f" on {self.host}" if self.host != socket.gethostname() else "")
-        started = f", since {self.since}" if self.since else ""
-        command = f" (`{self.command}`)" if self.command else ""
-        return f"{self.activity}: {where}{started}{command}"
 
 
 def lock_path(folder: Path) -> Path:
@@ -97,20 +79,7 @@ def holder_of(folder: Path) -> Holder | None:
     path = lock_path(folder)
     if (path.resolve(), False) in _HELD:
         return _read_holder(path)
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        # A shared lock conflicts only with a holder's exclusive one; an execution starting at this
-        # very moment finds it taken and tries again (_acquire), so looking never refuses anyone.
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_holder(path)
-        return None
-    finally:
-        os.close(descriptor)  # releases the shared lock
+    return lock_holder(path)
 
 
 @contextlib.contextmanager
@@ -201,25 +170,6 @@ def _describe_self(descriptor: int, activity: str, momentary: bool, merge: bool)
     }
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, (json.dumps(record) + "\n").encode(), 0)
-
-
-def _read_holder(path: Path) -> Holder | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict):
-        return None
-    pid = record.get("pid")
-    return Holder(
-        activity=str(record.get("activity") or "another process"),
-        pid=pid if isinstance(pid, int) else None,
-        host=str(record.get("host") or ""),
-        command=str(record.get("command") or ""),
-        since=str(record.get("since") or ""),
-        momentary=record.get("momentary") is True,
-        merging=record.get("merging") is True,
-    )
 
 
 # What the one refused is told to do, per what it tried.

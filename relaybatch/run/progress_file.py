@@ -1,5 +1,6 @@
-"""A store folder's progress file (``progress.json``): its counts and spend, for the commands that
-show a run with partitions from any host (DESIGN.md invariant 11: never another host's SQLite).
+"""Writing a store folder's progress file (``progress.json``; relaybatch/folder_progress.py reads
+it): its counts and spend, for the commands that show a run with partitions from any host
+(DESIGN.md invariant 11: never another host's SQLite).
 
 The store's owner writes it (temporary name, then rename): every ``EVERY_SECONDS`` while an
 execution runs and when it finishes (``ProgressFile``, from the engine's progress snapshots: no
@@ -15,13 +16,13 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from relaybatch.engine.states import CANCELLED, DONE, FAILED, SUPERSEDED, UNCERTAIN
+from relaybatch.engine.states import CANCELLED, DONE, FAILED, UNCERTAIN
 from relaybatch.files import write_text_atomically
+from relaybatch.folder_progress import FORMAT
 from relaybatch.run_folder import RunPaths
 
 if TYPE_CHECKING:
@@ -30,49 +31,7 @@ if TYPE_CHECKING:
 
 # Often enough for a person following a fleet; a write costs well under a millisecond.
 EVERY_SECONDS = 5.0
-FORMAT = 1
 _ENDED = (DONE, FAILED, UNCERTAIN, CANCELLED)
-
-
-@dataclass(frozen=True)
-class FolderProgress:
-    """A store folder's figures as its owner last wrote them."""
-
-    counts: dict[str, int]  # items per state (superseded ones apart)
-    known_usd: Decimal
-    unknown_usd: Decimal  # worst case held for calls of unknown outcome or price
-    reserved_usd: Decimal  # calls in flight, at their worst case
-    written_at: str
-    host: str
-    pid: int
-    live: bool  # written during an execution (from its snapshots), not from the stores
-    execution: dict[str, Any] = field(default_factory=dict)  # started_at, ended_at, stop_reason
-    stopped: str | None = None
-
-    @property
-    def total(self) -> int:
-        return sum(count for state, count in self.counts.items() if state != SUPERSEDED)
-
-
-def read_progress(paths: RunPaths) -> FolderProgress | None:
-    try:
-        value = json.loads(paths.progress.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(value, dict) or value.get("format") != FORMAT:
-        return None
-    return FolderProgress(
-        {str(state): int(count) for state, count in (value.get("counts") or {}).items()},
-        Decimal(value.get("known_usd") or "0"),
-        Decimal(value.get("unknown_usd") or "0"),
-        Decimal(value.get("reserved_usd") or "0"),
-        str(value.get("written_at") or ""),
-        str(value.get("host") or ""),
-        int(value.get("pid") or 0),
-        bool(value.get("live")),
-        dict(value.get("execution") or {}),
-        value.get("stopped"),
-    )
 
 
 def _write(paths: RunPaths, record: dict[str, Any]) -> None:
@@ -92,7 +51,7 @@ def write_exact(paths: RunPaths) -> None:
     from relaybatch.engine import CheckpointStore
 
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        counts, execution = store.count_by_state(), store.last_execution()
+        counts, execution, settings = store.count_by_state(), store.last_execution(), store.run_settings()
     known = unknown = Decimal(0)
     costs = CostStore.open_read_only(paths.cost_store)
     if costs is not None:
@@ -102,7 +61,8 @@ def write_exact(paths: RunPaths) -> None:
             known = spent - unknown
         finally:
             costs.close()
-    _write(paths, _figures(counts, known, unknown, Decimal(0), live=False, execution=execution))
+    record = _figures(counts, known, unknown, Decimal(0), live=False, execution=execution)
+    _write(paths, {**record, "settings": settings})
 
 
 def _figures(
@@ -149,9 +109,14 @@ class ProgressFile:
         paths: RunPaths,
         every: float = EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        store: Any = None,
     ) -> None:
         self.inner, self.paths, self.every, self.clock = inner, paths, every, clock
         self.last: float | None = None
+        # The store's settings and this execution's start, read once (``store``: the execution's).
+        self.fixed: dict[str, Any] = {}
+        if store is not None:
+            self.fixed = {"settings": store.run_settings(), "execution": store.last_execution()}
 
     def update(self, snapshot: Snapshot) -> None:
         self.inner.update(snapshot)
@@ -172,6 +137,6 @@ class ProgressFile:
             unknown, reserved = money.unknown_usd, money.reserved_usd
         record = _figures(snapshot_counts(snapshot), known, unknown, reserved, True, stopped=snapshot.stopped)
         try:
-            _write(self.paths, record)
+            _write(self.paths, {**record, **self.fixed})
         except OSError:  # a full or lost share must not stop the run: the next write tries again
             self.last = None

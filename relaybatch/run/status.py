@@ -32,8 +32,8 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.folder_progress import FolderProgress, read_progress
 from relaybatch.run.locking import Holder, holder_of
-from relaybatch.run.progress_file import FolderProgress, read_progress
 from relaybatch.run.views import RunMoney, run_money
 from relaybatch.run_folder import PROGRESS_NAME, RunPaths, partition_of_folder
 from relaybatch.settings import runs_dir_or_default
@@ -362,6 +362,33 @@ def partition_execution_line(folder: RunPaths, progress: FolderProgress | None, 
         "its store changed since its owner last let go of it: an execution did not finish (its "
         "process died or was killed; items it left in `sending` become uncertain when it resumes)"
     )
+
+
+def executed_elsewhere_parts(run_dir: Path, holder: Holder) -> list[Table | Text]:
+    """`relaybatch status` of a run whose own store another host executes (or merges) now: what
+    its progress file and its partitions' files say, never its SQLite (that host's while it
+    runs); the items it lists are shown there, or once it has ended."""
+    parts: list[Table | Text] = [Text(f"executing now: {holder.describe()}")]
+    progress = read_progress(RunPaths(run_dir))
+    if progress is not None:
+        counts = ", ".join(f"{state} {count:,}" for state, count in sorted(progress.counts.items()))
+        money = progress.known_usd, progress.unknown_usd, progress.reserved_usd
+        parts.append(
+            Text(
+                f"as of {progress.written_at}: {counts}; spent (known) {display_usd(money[0])}, unknown "
+                f"outcomes {display_usd(money[1])} (worst case), reserved (in flight) {display_usd(money[2])}"
+            )
+        )
+    partitions = partitions_table(run_dir)
+    if partitions is not None:
+        parts += [partitions, Text(partitions_money_line(run_dir))]
+    parts.append(
+        Text(
+            "its store is that host's while it runs: run `relaybatch status` there for the items it "
+            "lists, or here once it has ended"
+        )
+    )
+    return parts
 
 
 def partitions_money_line(run_dir: Path) -> str:

@@ -259,9 +259,10 @@ def test_no_order_of_executions_of_a_run_and_its_shards_passes_the_budget() -> N
 def test_with_no_budget_counting_them_a_store_opens_no_other_cost_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The storage contract: a partition whose run budget the Prefect server holds (or that has no
-    budget) does not open the other partitions' costs.sqlite, perhaps another host's."""
-    from relaybatch.costs.ledger import CostStore
+    """The storage contract: a partition opens no other store's costs.sqlite, perhaps another
+    host's: with no budget counting them (or the server holding it) it reads nothing of theirs, and
+    a job's share planned before the server held job budgets counts their ledger.parquet."""
+    from relaybatch.costs.ledger import CostStore, write_ledger
     from relaybatch.costs.run_budgets import spent_beside
 
     run = RunPaths(tmp_path / "big")
@@ -280,5 +281,10 @@ def test_with_no_budget_counting_them_a_store_opens_no_other_cost_store(
 
     assert spent_beside(mine.root, Budgets()) == (D(0), {})
     assert opened == []
-    spent_beside(mine.root, Budgets(job_usd={"docs": D("1")}))
-    assert theirs.cost_store in opened and mine.cost_store not in opened
+    assert spent_beside(mine.root, Budgets(job_usd={"docs": D("1")})) == (D(0), {})  # no ledger yet
+    store = CostStore(theirs.cost_store)
+    write_ledger(store, theirs.ledger)
+    store.close()
+    (theirs.cost_store).write_bytes(b"not a database: opening it would fail")
+    assert spent_beside(mine.root, Budgets(job_usd={"docs": D("1")})) == (D(0), {})
+    assert opened == []

@@ -119,6 +119,8 @@ def done_in(folder: Path) -> int:
 def unreadable_stores(folders: list[Path]) -> None:
     for folder in folders:
         for name in ("checkpoint.sqlite", "costs.sqlite"):
+            if not (folder / name).exists():
+                continue
             wal = folder / f"{name}-wal"
             assert not wal.exists() or wal.stat().st_size == 0  # closed cleanly: all in the file
             wal.unlink(missing_ok=True)
@@ -189,6 +191,61 @@ def test_status_shows_each_partition_from_its_files_without_opening_its_stores(t
     assert all(float(usd) > 0 for usd in spent)
     total = sum((Decimal(usd) for usd in spent), Decimal(0))
     assert f"spent (known) ${total.quantize(Decimal('0.000001')):,}" in status, status
+
+
+def test_report_and_dashboard_read_partitions_from_their_files(tmp_path: Path) -> None:
+    """`relaybatch report` of partitions (merged or not): their spend comes from the ledger.parquet
+    each partition's owner wrote, its items that did not succeed from its handoff.parquet, the
+    run's budget from its progress.json; none of their stores is opened."""
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(12))
+    run_partitions(manifest, str(runs), 3)
+    folders = sorted((runs / "bulk" / "shards").iterdir())
+    charged = sum((spend_in(folder) for folder in folders), Decimal(0))
+    unreadable_stores(folders)
+
+    code, report = run("report", "bulk", "--runs-dir", str(runs))
+
+    assert code == 0, report
+    assert f"{charged.quantize(Decimal('0.000001')):,}" in report, report
+    assert (runs / "bulk" / "dashboard.html").is_file()
+    code, status = run("status", "bulk", "--runs-dir", str(runs))
+    assert code == 0 and "last execution finished" in status, status
+
+
+def test_status_of_a_run_another_host_merges_reads_only_files(tmp_path: Path) -> None:
+    """The run's own store held by a merge or an execution on another host is that host's: status
+    shows the holder and the files (the run's progress.json, each partition's), opens no store."""
+    import fcntl
+    import json
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(9))
+    run_partitions(manifest, str(runs), 3)
+    assert run("merge", "bulk", "--runs-dir", str(runs))[0] == 0
+    unreadable_stores([runs / "bulk", *sorted((runs / "bulk" / "shards").iterdir())])
+    lock = runs / "bulk" / "execution.lock"
+    holder = {"activity": "merging the shards of run 'bulk'", "merging": True, "pid": 4242, "host": "host-b"}
+    lock.write_text(json.dumps(holder))
+    descriptor = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as host-b's merge holds it
+        code, status = run("status", "bulk", "--runs-dir", str(runs))
+    finally:
+        os.close(descriptor)
+
+    assert code == 0, status
+    assert "executing now: merging the shards of run 'bulk': pid 4242 on host-b" in status, status
+    assert status.count("last execution finished") == 3, status
+    assert "done 9" in status, status
+
+
+def spend_in(folder: Path) -> Decimal:
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.read_table(folder / "ledger.parquet", columns=["usd"]).column("usd").to_pylist(), Decimal(0)
+    )
 
 
 def test_a_file_changed_since_the_split_is_refused(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ running execution opens it read-only (``CostStore.open_read_only``) and reads an
 A package behind this face (import from ``relaybatch.costs.ledger``): ``rows.py`` (a ledger row, its
 flat record and amounts, the Arrow schema), ``layout.py`` (the tables, the view, the statements,
 a row's stored values), ``store.py`` (``CostStore``: open, check, migrate, write, read) and
-``export.py`` (``write_ledger``, ``ledger_table``). SQL lives in ``layout.py`` and ``store.py`` only
+``export.py`` (``write_ledger``, ``ledger_table``, ``read_ledger``: the Parquet read back). SQL
+lives in ``layout.py`` and ``store.py`` only
 (and the export's one read of the view).
 """
 
@@ -29,6 +30,7 @@ from relaybatch.costs.ledger.export import (
     EXPORT_BATCH_ROWS,
     LEDGER_EXPORT,
     ledger_table,
+    read_ledger,
     write_ledger,
 )
 from relaybatch.costs.ledger.layout import SCHEMA_VERSION, TEXT_ID_COLUMNS
@@ -76,6 +78,7 @@ __all__ = [
     "known_amount",
     "ledger_schema",
     "ledger_table",
+    "read_ledger",
     "unknown_amount",
     "write_ledger",
 ]

@@ -4,7 +4,9 @@ into row groups, money as Arrow decimal128(38, 18), under a temporary name, then
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +92,28 @@ def write_ledger(
         if pending:
             writer.write_table(pa.concat_tables(pending))
     return path
+
+
+def read_ledger(path: Path, columns: Sequence[str], since: str = "") -> Iterator[dict[str, Any]]:
+    """``columns`` of every charge in a ledger Parquet file made on or after ``since`` (an ISO
+    date; "" for all), as ``CostStore.charges_since`` gives them from the store: what a reader on
+    another host takes from a store folder it must not open (DESIGN.md invariant 11). Times as the
+    store's ISO text; money as Decimal. No file: no charges."""
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        return
+    parquet = pq.ParquetFile(path)
+    present = set(parquet.schema_arrow.names)
+    wanted = [column for column in columns if column in present]
+    for batch in parquet.iter_batches(batch_size=EXPORT_BATCH_ROWS, columns=wanted):
+        for values in zip(*(column.to_pylist() for column in batch.columns), strict=True):
+            record = dict.fromkeys(columns) | dict(zip(wanted, values, strict=True))
+            if "known_usd" in record and record["known_usd"] is None:
+                record["known_usd"] = Decimal(0)  # as the store's view reads it
+            charged_at = record.get("charged_at")
+            if isinstance(charged_at, datetime):
+                record["charged_at"] = charged_at.isoformat(timespec="milliseconds")
+            if since and str(record.get("charged_at") or "") < since:
+                continue
+            yield record

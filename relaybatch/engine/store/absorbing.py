@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from relaybatch.engine.states import FAILED, PENDING, SETTLED_STATES, SUPERSEDED
+from relaybatch.engine.states import CANCELLED, FAILED, PENDING, SETTLED_STATES, SUPERSEDED
 from relaybatch.engine.store.migrations import source_text_columns
 from relaybatch.engine.store.planning import Planning
 from relaybatch.engine.store.runs import RunRecord
@@ -24,8 +24,9 @@ from relaybatch.sqlite_batches import transaction
 # there: a partition whose range moved supersedes an item that the partition now holding it has
 # taken over (done), and the fold must keep the done one.
 _SETTLED = ", ".join(repr(state) for state in sorted(SETTLED_STATES))
-# The rows another store may take over (``handoff_page``): settled here, or superseded here.
-_WITH_WORK = ", ".join(repr(state) for state in sorted(SETTLED_STATES | {SUPERSEDED}))
+# The rows a store hands off (``handoff_page``): settled or superseded here, which another store
+# takes over; failed or cancelled here, which reports count (what items that did not succeed cost).
+_HANDED_OFF = ", ".join(repr(state) for state in sorted(SETTLED_STATES | {SUPERSEDED, FAILED, CANCELLED}))
 _FURTHER_SQL = (
     f"(items.state in ('{PENDING}', '{FAILED}') and excluded.state != '{PENDING}' "
     f"and (excluded.state != '{FAILED}' or coalesce(excluded.attempts, 0) > coalesce(items.attempts, 0) "
@@ -118,7 +119,8 @@ class Absorbing(Planning, RunRecord):
 
     def handoff_page(self, after_rowid: int, limit: int) -> list[tuple[Any, ...]]:
         """Up to ``limit`` rows after ``after_rowid`` that another store of the run may take over
-        (settled or superseded here), each as (rowid, *HANDOFF_COLUMNS): what the store's owner
+        (settled or superseded here) or that did not succeed here (failed, cancelled: reports
+        count them), each as (rowid, *HANDOFF_COLUMNS): what the store's owner
         writes to its handoff file (relaybatch/run/handoff.py). A store of the current layout
         (its owner opened it for writing)."""
         columns = [
@@ -129,7 +131,7 @@ class Absorbing(Planning, RunRecord):
             for name in HANDOFF_COLUMNS
         ]
         sql = (
-            f"select rowid, {', '.join(columns)} from items where state in ({_WITH_WORK}) "
+            f"select rowid, {', '.join(columns)} from items where state in ({_HANDED_OFF}) "
             "and rowid > ? order by rowid limit ?"
         )
         return [tuple(row) for row in self.db.execute(sql, [after_rowid, limit])]
