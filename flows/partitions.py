@@ -80,6 +80,24 @@ async def partition_runs(submitted: list[tuple[str, UUID]]) -> list[PartitionRun
     return runs
 
 
+async def flow_runs_named(names: list[str]) -> dict[str, str]:
+    """Each named flow run's state on the server and the process its worker started there (a
+    process worker records it as its infrastructure pid), as `relaybatch status` shows them beside
+    each partition: "COMPLETED (pid 4242)"."""
+    from prefect.client.schemas.filters import FlowRunFilterName
+
+    async with get_client() as client:
+        flow_runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=names))
+        )
+    found = {}
+    for flow_run in flow_runs:
+        state = flow_run.state.type.value if flow_run.state else "UNKNOWN"
+        pid = f" (pid {flow_run.infrastructure_pid})" if flow_run.infrastructure_pid else ""
+        found[flow_run.name] = f"{state}{pid}"
+    return found
+
+
 async def follow(
     submitted: list[tuple[str, UUID]],
     show: Callable[[list[PartitionRun]], None],

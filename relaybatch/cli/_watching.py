@@ -65,7 +65,8 @@ def status(
         # Another host executes (or merges) the run's own store: its files only (DESIGN.md 11).
         console.print(*executed_elsewhere_parts(partitioned.root, holder))
         return
-    if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root)):
+    flow_runs = _partition_flow_runs(partitioned.root)
+    if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root, flow_runs)):
         # Partitions running or run, not merged yet: each one's state, host and spend, and the sums,
         # from the files each partition's owner writes (never another host's SQLite).
         console.print(partitions, partitions_money_line(partitioned.root), markup=False)
@@ -74,6 +75,30 @@ def status(
     paths = existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
         console.print(status_view(store, run_name, show_all, older_than, execution))
+
+
+def _partition_flow_runs(run_dir: Path) -> dict[str, str] | None:
+    """With a Prefect server configured, the state and worker process of each partition's last
+    flow run, by its name; None without a server, or when it does not answer (the rest of the
+    status still shows)."""
+    import asyncio
+
+    from relaybatch.prefect_server import configured_api_url
+    from relaybatch.run.status import partition_flow_run_names
+
+    names = partition_flow_run_names(run_dir)
+    if not names or configured_api_url() is None:
+        return None
+    from relaybatch.flows.partitions import flow_runs_named
+
+    try:
+        return asyncio.run(asyncio.wait_for(flow_runs_named(names), FLOW_RUNS_TIMEOUT_SECONDS))
+    except Exception:  # the server away or restarting: the files still say what each partition did
+        return None
+
+
+# How long `status` waits for the Prefect server's flow runs before it shows the partitions without.
+FLOW_RUNS_TIMEOUT_SECONDS = 10.0
 
 
 @app.command()

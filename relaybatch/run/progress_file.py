@@ -51,7 +51,7 @@ def write_exact(paths: RunPaths) -> None:
     from relaybatch.engine import CheckpointStore
 
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        counts, execution, settings = store.count_by_state(), store.last_execution(), store.run_settings()
+        counts, execution, settings = store.count_by_state(), last_execution(store), store.run_settings()
     known = unknown = Decimal(0)
     costs = CostStore.open_read_only(paths.cost_store)
     if costs is not None:
@@ -63,6 +63,15 @@ def write_exact(paths: RunPaths) -> None:
             costs.close()
     record = _figures(counts, known, unknown, Decimal(0), live=False, execution=execution)
     _write(paths, {**record, "settings": settings})
+
+
+def last_execution(store: Any) -> dict[str, Any]:
+    """How the store's last execution began and ended, and what started it (``entry``: cli, flow,
+    deployment, schedule, api) under which name there (``label``: a Prefect flow run's name, which
+    `relaybatch status` looks up on the server for its state and worker)."""
+    last = store.executions(limit=1)
+    started = {"entry": last[0].get("entry"), "label": last[0].get("label")} if last else {}
+    return {**store.last_execution(), **started}
 
 
 def _figures(
@@ -116,7 +125,7 @@ class ProgressFile:
         # The store's settings and this execution's start, read once (``store``: the execution's).
         self.fixed: dict[str, Any] = {}
         if store is not None:
-            self.fixed = {"settings": store.run_settings(), "execution": store.last_execution()}
+            self.fixed = {"settings": store.run_settings(), "execution": last_execution(store)}
 
     def update(self, snapshot: Snapshot) -> None:
         self.inner.update(snapshot)

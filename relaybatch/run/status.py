@@ -314,38 +314,59 @@ def status_command(runs_dir: Path, run_name: str, *options: str) -> str:
     return shlex.join(["relaybatch", "status", run_name, *options, *runs_dir_options(runs_dir)])
 
 
-def partitions_table(run_dir: Path) -> Table | None:
+def partitions_table(run_dir: Path, flow_runs: Mapping[str, str] | None = None) -> Table | None:
     """One row per partition store of the run (run/partitions.py): its items done of its total,
     the uncertain ones, what runs it or how its last execution ended, the host that runs it (or
     last wrote its figures), and its spend (known, and unknown at its worst case); None without any.
 
     Read from each partition's progress file and handoff record and from who holds its lock (files
     its owner writes: run/progress_file.py, run/handoff.py), never from its SQLite, which may be
-    another host's (DESIGN.md invariant 11)."""
+    another host's (DESIGN.md invariant 11). ``flow_runs``: the state and worker process of each
+    partition's last Prefect flow run by its name (a column of its own when given)."""
     folders = RunPaths(run_dir).partition_folders()
     if not folders:
         return None
-    columns = ("partition", "done", "uncertain", "total", "execution", "host", "spent USD", "unknown USD")
+    columns: tuple[str, ...] = ("partition", "done", "uncertain", "total", "execution", "host")
+    columns = (*columns, "spent USD", "unknown USD")
+    if flow_runs is not None:
+        columns = (*columns, "Prefect flow run")
     table = folding_table(*columns, title="partitions")
     for folder in folders:
         split = partition_of_folder(folder.root.name)
         name = f"{split[0]}/{split[1]}" if split else folder.root.name
-        if not folder.checkpoint.exists():
-            table.add_row(name, "0", "0", "0", "not planned yet", "-", "-", "-")
-            continue
         progress, holder = read_progress(folder), holder_of(folder.root)
+        label = str((progress.execution if progress else {}).get("label") or "")
+        prefect = [] if flow_runs is None else [f"{label}: {flow_runs.get(label, '?')}" if label else "-"]
+        if not folder.checkpoint.exists():
+            table.add_row(name, "0", "0", "0", "not planned yet", "-", "-", "-", *prefect)
+            continue
         execution = partition_execution_line(folder, progress, holder)
         host = progress.host if progress is not None else "-"
         if holder is not None and not holder.momentary:
             host = holder.host or host
         if progress is None:
-            table.add_row(name, "?", "?", "?", execution, host, "?", "?")
+            table.add_row(name, "?", "?", "?", execution, host, "?", "?", *prefect)
             continue
         counts = progress.counts
         row = [name, str(counts.get("done", 0)), str(counts.get(UNCERTAIN, 0)), str(progress.total)]
         spend = [display_usd(progress.known_usd), display_usd(progress.unknown_usd + progress.reserved_usd)]
-        table.add_row(*row, execution, host, *spend)
+        table.add_row(*row, execution, host, *spend, *prefect)
     return table
+
+
+def partition_flow_run_names(run_dir: Path) -> list[str]:
+    """The Prefect flow run names of each partition's last execution (from its progress file)."""
+    names = []
+    for folder in RunPaths(run_dir).partition_folders():
+        progress = read_progress(folder)
+        entry = (progress.execution if progress else {}).get("entry")
+        if (
+            progress is not None
+            and entry in ("flow", "deployment", "schedule")
+            and progress.execution.get("label")
+        ):
+            names.append(str(progress.execution["label"]))
+    return names
 
 
 def partition_execution_line(folder: RunPaths, progress: FolderProgress | None, holder: Holder | None) -> str:

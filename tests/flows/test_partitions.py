@@ -193,6 +193,28 @@ def test_status_shows_each_partition_from_its_files_without_opening_its_stores(t
     assert f"spent (known) ${total.quantize(Decimal('0.000001')):,}" in status, status
 
 
+def test_status_shows_the_state_of_each_partitions_flow_run_on_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from relaybatch.flows import run_manifest
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(6))
+    assert run("partition", str(manifest), "--partitions", "2", "--runs-dir", str(runs))[0] == 0
+    for index in (1, 2):
+        asyncio.run(run_manifest(manifest, runs_dir=runs, partition=f"{index}/2"))
+    # The harness's server is this process's (no PREFECT_API_URL): status asks it as a configured one.
+    monkeypatch.setattr("relaybatch.prefect_server.configured_api_url", lambda: "harness")
+
+    code, status = run("status", "bulk", "--runs-dir", str(runs))
+
+    assert code == 0, status
+    rows = [line for line in status.splitlines() if line.lstrip("│ ").startswith(("1/2", "2/2"))]
+    assert len(rows) == 2 and all("COMPLETED" in row for row in rows), status
+
+
 def test_report_and_dashboard_read_partitions_from_their_files(tmp_path: Path) -> None:
     """`relaybatch report` of partitions (merged or not): their spend comes from the ledger.parquet
     each partition's owner wrote, its items that did not succeed from its handoff.parquet, the
