@@ -8,7 +8,10 @@ videos take 60/120/180 s, at most --cap queued or rendering), `relaybatch deploy
 --kill-at of the work done it SIGKILLs one worker and its flow-run process, and starts the worker
 again --back-after seconds later (the machine comes back); at --restart-at it restarts the Prefect
 server. Everything started here runs in its own process group and is
-stopped here.
+stopped here. The Prefect server keeps its database in SQLite, as `prefect server start` does by
+default, or with --postgres in a throwaway PostgreSQL cluster (Prefect's advice beyond a light
+single machine; needs PostgreSQL >= 14.9: apt-get install postgresql). The processes' notes that
+the server did not answer are counted: billed sends wait while it does not.
 
 Goals (issue 29), each printed with its ratio to the goal: share of the limit used while two or
 more workers send >= 97 %; arrivals in the worst 60 s window <= the limit; 429s after the first
@@ -73,6 +76,48 @@ GOALS = {
 
 
 # -- processes -------------------------------------------------------------------------------
+
+
+def postgres_bin() -> Path:
+    """The PostgreSQL server programs (Debian's postgresql package puts them here)."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        raise SystemExit("--postgres needs PostgreSQL >= 14.9 (apt-get install postgresql)")
+    return found[-1].parent
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster for the Prefect server's database (Prefect's advice for more
+    than a light single machine): its connection URL. As root, the cluster runs as ``postgres``
+    (initdb refuses root)."""
+    tools = postgres_bin()
+    data = Path(tempfile.mkdtemp(prefix="fleet-pg-"))
+    as_owner: list[str] = []
+    if os.geteuid() == 0:
+        import shutil
+
+        shutil.chown(data, "postgres", "postgres")
+        as_owner = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+
+    def run(*command: str) -> None:
+        subprocess.run([*as_owner, *command], check=True, capture_output=True, cwd=data)
+
+    run(str(tools / "initdb"), "-D", str(data / "db"), "-U", "prefect", "--auth=trust")
+    options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=200"
+    run(str(tools / "pg_ctl"), "-D", str(data / "db"), "-o", options, "-l", str(data / "log"), "-w", "start")
+    try:
+        run(str(tools / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "prefect", "prefect")
+        run(str(tools / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", "prefect", "-d", "prefect",
+            "-c", "CREATE EXTENSION IF NOT EXISTS pg_trgm")  # fmt: skip
+        yield f"postgresql+asyncpg://prefect@127.0.0.1:{port}/prefect"
+    finally:
+        subprocess.run([*as_owner, str(tools / "pg_ctl"), "-D", str(data / "db"), "-m", "fast", "stop"],
+                       capture_output=True, cwd=data)  # fmt: skip
+        import shutil
+
+        shutil.rmtree(data, ignore_errors=True)
 
 
 @contextmanager
@@ -337,6 +382,8 @@ def run_fleet(options: argparse.Namespace, folder: Path) -> dict[str, Any]:
     total = options.items + options.videos
     with ExitStack() as stack:
         fleet = Fleet(folder, stack)
+        if options.postgres:
+            fleet.env["PREFECT_API_DATABASE_CONNECTION_URL"] = stack.enter_context(postgres())
         emulator_port = free_port()
         gateway = f"http://127.0.0.1:{emulator_port}"
         fleet.start(
@@ -594,10 +641,22 @@ def analyse(
         for n in range(1, options.partitions + 1)
     }
     figures["rss"] = watch.rss
+    figures["stalls"] = server_stalls(folder)
     (folder / "arrivals.json").write_text(json.dumps(arrivals))  # kept with --keep, to look again
     figures["wall_seconds"] = ended_at - submitted_at
     figures["restarted"] = restarted_at is not None
     return figures
+
+
+def server_stalls(folder: Path) -> list[int]:
+    """How long the Prefect server did not answer, each time a process said it was back (the
+    flow-run processes' lines in their workers' logs; a stall is said once per process)."""
+    import re
+
+    said = re.compile(r"Prefect server at \S+ answers again after (\d+) s")
+    return [
+        int(m.group(1)) for log in sorted(folder.glob("worker*.log")) for m in said.finditer(log.read_text())
+    ]
 
 
 def ratio(value: float, goal: float) -> str:
@@ -616,6 +675,11 @@ def show(options: argparse.Namespace, f: dict[str, Any]) -> None:
     print(
         f"share of the limit while 2+ partitions send ({f['busy_seconds']:.0f} s after the first minute): "
         f"{share:.1%} (goal >= 97 %: {share / GOALS['share']:.2f}x)"
+    )
+    stalls, database = f["stalls"], "PostgreSQL" if options.postgres else "SQLite"
+    print(
+        f"Prefect server ({database}) not answering, as the processes said it: "
+        f"{len(stalls)} times, {max(stalls, default=0)} s at most (billed sends wait meanwhile)"
     )
     worst = f["worst_window"]
     print(f"worst 60 s window: {worst} arrivals (limit {limit}: {worst / limit:.2f}x)")
@@ -698,6 +762,11 @@ def main() -> None:
         help="the video job first in the manifest (renders overlap chat)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (logs, runs)")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the Prefect server's database in a throwaway PostgreSQL cluster, not SQLite",
+    )
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     print(f"scratch folder {folder}", flush=True)
