@@ -12,6 +12,7 @@
                                       planned from, run/partitions.py)
     <runs>/<name>/handoff.parquet     rows settled or superseded here, for the run's other stores
     <runs>/<name>/handoff.json        ... and which state of the store they are (run/handoff.py)
+    <runs>/<name>/shards/.../events.parquet  a shard's or partition's events, for reports (ditto)
     <runs>/<name>/progress.json       counts and spend, written by the store's owner (run/progress_file.py)
     <runs>/<name>/execution.lock      held by the process writing the store (run/locking.py)
     <runs>/<name>/sending.lock        held by every execution of the run: whole, or its shards (ditto)
@@ -46,6 +47,10 @@ SPLITS_NAME = "splits.json"
 # the record saying which state of the store they are.
 HANDOFF_NAME = "handoff.parquet"
 HANDOFF_RECORD_NAME = "handoff.json"
+# A shard's or partition's events, written beside the handoff (run/handoff.py), read by reports and
+# the dashboard (costs/report.py ``read_events``): each a key, state, detail, ISO time and kind.
+EVENTS_NAME = "events.parquet"
+EVENT_COLUMNS = ("key", "state", "detail", "at", "kind")
 # A store folder's counts and spend as its owner last wrote them (run/progress_file.py).
 PROGRESS_NAME = "progress.json"
 # A shard's folder under <run>/shards/: "<index>-of-<count>".
@@ -163,6 +168,11 @@ class RunPaths:
     def handoff_record(self) -> Path:
         """What ``handoff`` is: the run, its manifest, counts, and the store's stamp (run/handoff.py)."""
         return self.root / HANDOFF_RECORD_NAME
+
+    @property
+    def events(self) -> Path:
+        """A shard's or partition's events as its owner last wrote them (run/handoff.py)."""
+        return self.root / EVENTS_NAME
 
     @property
     def progress(self) -> Path:

@@ -22,7 +22,7 @@ from typing import Any
 
 from relaybatch.cost_model import Budgets
 from relaybatch.costs.ledger import CostStore, known_amount, ledger_schema, read_ledger, unknown_amount
-from relaybatch.costs.report import error_label, opens_stores, run_folders, store_folders
+from relaybatch.costs.report import error_label, opens_stores, read_events, run_folders, store_folders
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT, POLLING, SUBMITTED
 from relaybatch.folder_progress import read_progress
@@ -343,10 +343,13 @@ def _add_owner_files(data: DashboardData, folder: Path, since: date | None, unti
     """A shard's or partition's folder from the files its owner writes (never its SQLite, perhaps
     another host's: DESIGN.md invariant 11): its charges from ``ledger.parquet`` (as of its last
     execution's end), its items per state and how its last execution stopped from
-    ``progress.json``. Its events stay in its store: the activity charts show the run's own."""
+    ``progress.json``, its events from ``events.parquet`` (each as of its last execution's end)."""
     for record in read_ledger(folder / LEDGER_NAME, ledger_schema().names):
         if _in_days(record.get("charged_at"), since, until):
             data.add_charge(record)
+    for event in read_events(folder / CHECKPOINT_NAME):  # from its events.parquet
+        if _in_days(event.get("at"), since, until):
+            data.add_event(event)
     progress = read_progress(RunPaths(folder))
     if progress is not None:
         data.states.update(progress.counts)

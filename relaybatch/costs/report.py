@@ -33,6 +33,7 @@ from relaybatch.folder_lock import executed_elsewhere
 from relaybatch.run_folder import (
     CHECKPOINT_NAME,
     COST_STORE_NAME,
+    EVENT_COLUMNS,
     LEDGER_NAME,
     SHARDS_NAME,
     RunPaths,
@@ -326,7 +327,11 @@ def _refresh_ledger(cost_store: Path, ledger: Path) -> None:
 
 
 def read_events(checkpoint: Path) -> Iterator[dict[str, Any]]:
-    """A checkpoint's events in order, streamed (with the item's kind), read-only beside the engine."""
+    """A checkpoint's events in order, streamed (with the item's kind), read-only beside the engine;
+    a shard's or partition's from the ``events.parquet`` its owner wrote beside it (``opens_stores``)."""
+    if not opens_stores(checkpoint.parent):
+        yield from _events_file(RunPaths(checkpoint.parent).events)
+        return
     if not checkpoint.exists():
         return
     from relaybatch.engine.store import CheckpointStore
@@ -338,6 +343,15 @@ def read_events(checkpoint: Path) -> Iterator[dict[str, Any]]:
         return  # an older or newer checkpoint layout: activity is best effort, spend is not
     finally:
         store.close()
+
+
+def _events_file(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        return
+    for batch in pq.ParquetFile(path).iter_batches(columns=list(EVENT_COLUMNS)):
+        yield from batch.to_pylist()
 
 
 LATENCY_BINS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
@@ -407,10 +421,8 @@ def load_spend(
     stores = [stores for folder in folders for stores in store_folders(folder)]
     for folder in stores:
         add_ledger(spend, folder, since, guard=guard, until=until)
-    # Events of the run's own store only: a shard's or a partition's are in its SQLite (opens_stores).
-    events = chain.from_iterable(
-        read_events(folder / CHECKPOINT_NAME) for folder in stores if opens_stores(folder)
-    )
+    # A partition's events from the events.parquet its owner wrote (read_events).
+    events = chain.from_iterable(read_events(folder / CHECKPOINT_NAME) for folder in stores)
     activity = activity_from_events(events, since, until)
     return RunSpend(spend.runs, spend.groups, spend.per_minute, activity, spend.busy)
 

@@ -10,6 +10,7 @@ store's folder, never from the store:
 
     handoff.parquet   every row settled here (done, in flight, uncertain) or superseded here,
                       every column of the item (engine/store/schema.py HANDOFF_COLUMNS)
+    events.parquet    a shard's or partition's events (its activity, for reports and the dashboard)
     handoff.json      the run's name, settings and manifest (path, identity), the state counts,
                       the parquet file's stamp, and the store's stamp when both were written
 
@@ -39,7 +40,7 @@ from relaybatch.engine import CheckpointStore
 from relaybatch.engine.store import HANDOFF_COLUMNS
 from relaybatch.files import replaced_atomically
 from relaybatch.run.locking import holding, what_runs_in
-from relaybatch.run_folder import RunPaths
+from relaybatch.run_folder import EVENT_COLUMNS, RunPaths
 
 # Rows read from the store per page and written per Parquet row group (a row holds its answer:
 # a few KB at most for chat, so a page is a few MB).
@@ -135,11 +136,32 @@ def write_handoff(paths: RunPaths) -> Handoff:
         }
         with replaced_atomically(paths.handoff) as temporary:
             rows = _write_rows(store, temporary)
+        if paths.root != paths.run_root:  # a shard's or partition's: reports read its events here
+            with replaced_atomically(paths.events) as temporary:
+                _write_events(store, temporary)
     # After the store is closed: its stamp as it stays until the next write.
     record.update(rows=rows, store=store_stamp(paths), parquet=_file_stamp(paths.handoff))
     with replaced_atomically(paths.handoff_record) as temporary:
         temporary.write_text(json.dumps(record, sort_keys=True), encoding="utf-8")
     return _handoff(paths, record)
+
+
+def _write_events(store: CheckpointStore, path: Path) -> None:
+    """The store's events (``CheckpointStore.iter_events``: key, state, detail, time, kind) as
+    Parquet at ``path``, for the activity a report and the dashboard show (costs/report.py
+    ``read_events``), a page per row group."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([(name, pa.string()) for name in EVENT_COLUMNS])
+    with pq.ParquetWriter(path, schema) as writer:
+        page: list[dict[str, Any]] = []
+        for event in store.iter_events():
+            page.append(event)
+            if len(page) >= PAGE_ROWS * 4:
+                writer.write_table(pa.Table.from_pylist(page, schema=schema))
+                page = []
+        writer.write_table(pa.Table.from_pylist(page, schema=schema))
 
 
 def _write_rows(store: CheckpointStore, path: Path) -> int:

@@ -219,6 +219,8 @@ def test_report_and_dashboard_read_partitions_from_their_files(tmp_path: Path) -
     """`relaybatch report` of partitions (merged or not): their spend comes from the ledger.parquet
     each partition's owner wrote, its items that did not succeed from its handoff.parquet, the
     run's budget from its progress.json; none of their stores is opened."""
+    from relaybatch.costs import load_spend
+
     runs = tmp_path / "runs"
     manifest = write_csv(tmp_path / "bulk.csv", range(12))
     run_partitions(manifest, str(runs), 3)
@@ -231,6 +233,10 @@ def test_report_and_dashboard_read_partitions_from_their_files(tmp_path: Path) -
     assert code == 0, report
     assert f"{charged.quantize(Decimal('0.000001')):,}" in report, report
     assert (runs / "bulk" / "dashboard.html").is_file()
+    assert all((folder / "events.parquet").is_file() for folder in folders)
+    spend = load_spend(runs, ["bulk"])
+    finished = sum(count for _, count in spend.activity.finished_per_minute)
+    assert finished == 12, spend.activity  # the done events of every partition
     code, status = run("status", "bulk", "--runs-dir", str(runs))
     assert code == 0 and "last execution finished" in status, status
 
