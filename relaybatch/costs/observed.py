@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from relaybatch.costs.ledger import CostStore
-from relaybatch.run_folder import COST_STORE_NAME
+from relaybatch.costs.ledger import CHARGED, CostStore, read_ledger
+from relaybatch.folder_lock import executed_elsewhere
+from relaybatch.run_folder import COST_STORE_NAME, LEDGER_NAME
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,37 @@ def observed_outputs(runs_dir: Path) -> dict[tuple[str, str], ObservedOutput]:
     """Per (job, model), what the charged calls of every run under ``runs_dir`` wrote."""
     found: dict[tuple[str, str], ObservedOutput] = {}
     for path in _cost_stores(runs_dir):
-        store = CostStore.open_read_only(path)
-        if store is None:
-            continue
-        try:
-            sums = store.outputs_by_job_and_model()
-        finally:
-            store.close()
+        if executed_elsewhere(path.parent) is not None:  # that host's: its ledger file instead
+            sums = _outputs_in_ledger(path.parent / LEDGER_NAME)
+        else:
+            store = CostStore.open_read_only(path)
+            if store is None:
+                continue
+            try:
+                sums = store.outputs_by_job_and_model()
+            finally:
+                store.close()
         for key, (items, calls, output, reasoning) in sums.items():
             seen = ObservedOutput(items, calls, output, reasoning)
             found[key] = found[key].plus(seen) if key in found else seen
     return found
+
+
+def _outputs_in_ledger(ledger: Path) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+    """``CostStore.outputs_by_job_and_model`` from a ledger Parquet file (as of its export): for a
+    run's store that an execution on another host holds, never opened from here (DESIGN.md 11)."""
+    items: dict[tuple[str, str], set[str]] = {}
+    sums: dict[tuple[str, str], list[int]] = {}
+    columns = ("job", "model", "item_key", "outcome", "output_tokens", "reasoning_tokens")
+    for record in read_ledger(ledger, columns):
+        if record["outcome"] != CHARGED:
+            continue
+        key = (str(record["job"]), str(record["model"]))
+        items.setdefault(key, set()).add(str(record["item_key"]))
+        calls = sums.setdefault(key, [0, 0, 0])
+        calls[0] += 1
+        calls[1] += int(record["output_tokens"] or 0)
+        calls[2] += int(record["reasoning_tokens"] or 0)
+    return {
+        key: (len(items[key]), calls, output, reasoning) for key, (calls, output, reasoning) in sums.items()
+    }

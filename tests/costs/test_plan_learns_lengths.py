@@ -57,3 +57,35 @@ async def test_the_second_plan_expects_what_the_first_run_wrote(tmp_path: Path, 
     assert "no earlier answers; assumed 40 output tokens" in output_notes(first)[0]
     assert second.jobs[0].output_tokens == 4 * round(sum(written) / 4)
     assert "output from 4 earlier answers in 1 earlier run" in output_notes(second)[0]
+
+
+async def test_a_run_another_host_executes_is_learnt_from_its_ledger_file(
+    tmp_path: Path, fast_app: Starlette
+) -> None:
+    """Its store is that host's while it runs (DESIGN.md invariant 11): its ledger.parquet is read."""
+    import fcntl
+    import os
+
+    runs = tmp_path / "runs"
+    async with (
+        GatewayClient(
+            "http://emulator.local",
+            SecretStr(EMULATOR_DEMO_KEY),
+            transport=httpx.ASGITransport(app=fast_app),
+            retry=RetryPolicy(max_attempts=1),
+        ) as client,
+        open_run(plan_run(essays(tmp_path, "first", 0), runs).paths, client=client) as opened,
+    ):
+        await opened.execute()
+    learnt = observed_outputs(runs)
+    assert learnt[("essays", "relay-chat-small")].calls == 4
+    folder = runs / "first"
+    (folder / "costs.sqlite").write_bytes(b"not a database: opening it would fail")
+    lock = folder / "execution.lock"
+    lock.write_text(json.dumps({"activity": "executing run 'first'", "pid": 7, "host": "host-b"}))
+    descriptor = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as host-b's execution holds it
+        assert observed_outputs(runs) == learnt
+    finally:
+        os.close(descriptor)
