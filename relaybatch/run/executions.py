@@ -153,8 +153,15 @@ def execution_lines(runs_dir: Path, names: list[str], execution: int | None = No
     from relaybatch.costs.report import run_folders
 
     lines = []
+    from relaybatch.folder_lock import executed_elsewhere
+
     for folder in run_folders(runs_dir, names):
         if not (folder / "checkpoint.sqlite").exists():
+            continue
+        if (holder := executed_elsewhere(folder)) is not None:  # its store is that host's now
+            lines.append(
+                f"{folder.name}: {holder.describe()}: its executions are shown there, or here after it"
+            )
             continue
         figures = execution_figures(folder, execution)
         if figures is not None:

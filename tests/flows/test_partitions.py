@@ -259,8 +259,12 @@ def test_status_of_a_run_another_host_merges_reads_only_files(tmp_path: Path) ->
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as host-b's merge holds it
         code, status = run("status", "bulk", "--runs-dir", str(runs))
+        report_code, report = run("report", "bulk", "--runs-dir", str(runs))
     finally:
         os.close(descriptor)
+
+    assert report_code == 0, report
+    assert "bulk: merging the shards of run 'bulk': pid 4242 on host-b" in report, report
 
     assert code == 0, status
     assert "executing now: merging the shards of run 'bulk': pid 4242 on host-b" in status, status
