@@ -101,3 +101,19 @@ def test_the_api_reuses_across_tables(tmp_path: Path) -> None:
     assert outcome.sent == 0 and outcome.counts == {"done": 3}
     assert list(tuesday.results()["reused_from"]) == ["monday:chat-1", "monday:chat-2", "monday:chat-3"]
     assert tuesday.ledger()["usd"].sum() == 0
+
+
+def test_reuse_reads_the_other_runs_files_never_its_stores(tmp_path: Path) -> None:
+    """DESIGN.md invariant 11: the other run may be another host's; its answers come from the
+    handoff and ledger files its owner wrote (its SQLite here is not even a database any more)."""
+    from tests.flows.test_partitions import unreadable_stores
+
+    runs = tmp_path / "runs"
+    _run(_manifest(tmp_path, "first", ""), runs)
+    unreadable_stores([runs / "first"])
+
+    second = _run(_manifest(tmp_path, "second", "[first]"), runs)
+
+    assert "reuse: 4 done answers taken instead of sending (4 from run 'first'), 0 USD each" in second
+    ledger = pq.read_table(runs / "second" / "ledger.parquet").to_pylist()
+    assert all(not row["call"].endswith(":unrecorded") for row in ledger)  # each names its charge

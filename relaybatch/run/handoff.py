@@ -30,6 +30,7 @@ A reader turns a handoff into a scratch store on its own host (``scratch_store``
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -224,7 +225,9 @@ def scratch_store(handoff: Handoff, folder: Path) -> Path:
     settings and manifest: what a fold reads in place of the owner's store."""
     import pyarrow.parquet as pq
 
-    path = folder / f"{handoff.paths.root.parent.name}-{handoff.paths.name}.sqlite"
+    # One name per store folder (runs of one folder, shards of one split in two runs differ).
+    name = hashlib.sha256(str(handoff.paths.root.resolve()).encode()).hexdigest()[:16]
+    path = folder / f"{handoff.paths.name}-{name}.sqlite"
     with CheckpointStore(path) as store:
         if handoff.run_name:
             store.save_run(handoff.run_name, handoff.settings)
@@ -253,11 +256,13 @@ def recorded_manifest(paths: RunPaths) -> tuple[str, str] | None:
     (its first plan or execution: it writes one when it lets go)."""
     found = last_handoff(paths)
     if found is None and paths.checkpoint.exists():
-        found = _fresh_or_none(paths)
+        found = handoff_or_none(paths)
     return found.manifest if found else None
 
 
-def _fresh_or_none(paths: RunPaths) -> Handoff | None:
+def handoff_or_none(paths: RunPaths) -> Handoff | None:
+    """``fresh_handoff``, or None while a process holds the folder's lock over a store that changed
+    since its handoff (what is optional, like reusing another run's answers, does without it)."""
     from relaybatch.run.locking import RunBusy
 
     try:

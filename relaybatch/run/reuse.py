@@ -23,7 +23,9 @@ from typing import Any
 
 from relaybatch.engine import DONE, PENDING, Change, CheckpointStore
 from relaybatch.engine.store import Row, now_ms
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, RunPaths
+from relaybatch.files import scratch_folder
+from relaybatch.run.handoff import handoff_or_none, scratch_store
+from relaybatch.run_folder import CHECKPOINT_NAME, RunPaths
 
 PAGE_ITEMS = 1000  # pending items looked up at a time in each other store
 
@@ -74,28 +76,36 @@ def reuse_answers(paths: RunPaths, reuse: str | Sequence[str]) -> Reused:
             return Reused({}, missing)
         ledger = _Ledger(paths, store.run_name() or paths.name)
         try:
-            for source in sources:
-                for checkpoint in _stores_of(source):
-                    taken = _take_from(store, checkpoint, source.name, ledger)
-                    if taken:
-                        by_run[source.name] = by_run.get(source.name, 0) + taken
+            with scratch_folder("relaybatch-reuse-") as scratch:
+                for source in sources:
+                    for checkpoint in _stores_of(source):
+                        taken = _take_from(store, RunPaths(checkpoint.parent), source.name, ledger, scratch)
+                        if taken:
+                            by_run[source.name] = by_run.get(source.name, 0) + taken
         finally:
             ledger.close()
     return Reused(by_run, missing)
 
 
-def _take_from(store: CheckpointStore, checkpoint: Path, run_name: str, ledger: _Ledger) -> int:
-    from relaybatch.costs import CostStore
+def _take_from(
+    store: CheckpointStore, folder: RunPaths, run_name: str, ledger: _Ledger, scratch: Path
+) -> int:
+    """Pending items of ``store`` that the store at ``folder`` has done take its answers: read from
+    the handoff and ledger files its owner wrote (run/handoff.py), never its SQLite, perhaps
+    another host's (DESIGN.md invariant 11); a store its owner is executing now gives nothing."""
+    from relaybatch.costs.ledger import charged_calls_in
 
+    handoff = handoff_or_none(folder)
+    if handoff is None:
+        return 0
     taken = 0
-    theirs = CheckpointStore.open_read_only(checkpoint)
-    their_costs = CostStore.open_read_only(checkpoint.parent / COST_STORE_NAME)
+    theirs = CheckpointStore.open_read_only(scratch_store(handoff, scratch))
     try:
         for page in _pending_pages(store):
             answers = theirs.done_answers([row.key for row in page])
             if not answers:
                 continue
-            charges = their_costs.charged_calls(list(answers)) if their_costs is not None else {}
+            charges = charged_calls_in(folder.ledger, list(answers))
             rows = [row for row in page if row.key in answers]
             ledger.record(rows, answers, charges, run_name)  # before the states (module docstring)
             stamp = now_ms()
@@ -103,8 +113,6 @@ def _take_from(store: CheckpointStore, checkpoint: Path, run_name: str, ledger: 
             taken += len(rows)
     finally:
         theirs.close()
-        if their_costs is not None:
-            their_costs.close()
     return taken
 
 

@@ -117,3 +117,31 @@ def read_ledger(path: Path, columns: Sequence[str], since: str = "") -> Iterator
             if since and str(record.get("charged_at") or "") < since:
                 continue
             yield record
+
+
+def charged_calls_in(ledger: Path, item_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``CostStore.charged_calls`` from a ledger Parquet file: for each of ``item_keys`` with a
+    charge there (charged, or itself reused), the last one's call, model, provider and remote id.
+    Read a row group at a time (memory stays flat whatever the ledger's size). No file: none."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from relaybatch.costs.ledger.rows import CHARGED, REUSED
+
+    if not ledger.is_file() or not item_keys:
+        return {}
+    keys, outcomes = pa.array(list(item_keys)), pa.array([CHARGED, REUSED])
+    columns = ["item_key", "call", "model", "provider", "remote_id", "outcome", "charged_at"]
+    found: dict[str, dict[str, Any]] = {}
+    latest: dict[str, Any] = {}
+    for batch in pq.ParquetFile(ledger).iter_batches(columns=columns):
+        mask = pc.and_(pc.is_in(batch.column("item_key"), keys), pc.is_in(batch.column("outcome"), outcomes))
+        for row in batch.filter(mask).to_pylist():
+            key = row["item_key"]
+            if key in latest and row["charged_at"] < latest[key]:
+                continue
+            latest[key] = row["charged_at"]
+            found[key] = {name: row[name] for name in ("model", "provider", "remote_id")} | {
+                "call": str(row["call"])
+            }
+    return found
