@@ -26,7 +26,14 @@ from relaybatch.costs.report import error_label, opens_stores, read_events, run_
 from relaybatch.costs.run_budgets import BudgetUse, budget_uses, run_budgets
 from relaybatch.engine.states import LIMITER_EVENT, POLLING, SUBMITTED
 from relaybatch.folder_progress import read_progress
-from relaybatch.run_folder import CHECKPOINT_NAME, COST_STORE_NAME, LEDGER_NAME, RESULTS_NAME, RunPaths
+from relaybatch.run_folder import (
+    CHECKPOINT_NAME,
+    COST_STORE_NAME,
+    HANDOFF_NAME,
+    LEDGER_NAME,
+    RESULTS_NAME,
+    RunPaths,
+)
 from relaybatch.structured.summary import AnswerSummary, summarize_results
 
 MAX_BUCKETS = 1000
@@ -135,18 +142,38 @@ STUCK_SHOWN = 50
 
 def stuck_renders(store: Any, run: str) -> list[StuckRender]:
     """A store's open remote items whose reason says they are stuck (the poller writes it)."""
-    now_ms = datetime.now(UTC).timestamp() * 1000.0
     columns = ["job", "item_id", "submitted_at", "result", "last_error"]
+    rows = store.iter_items(states=[SUBMITTED, POLLING], columns=columns)
+    return [stuck for row in rows if (stuck := _stuck(run, row)) is not None]
+
+
+def stuck_in_handoff(handoff: Path, run: str) -> list[StuckRender]:
+    """``stuck_renders`` of a shard's or partition's store from the handoff file its owner wrote
+    (``handoff.parquet``: its open remote items are settled rows), never its SQLite."""
+    import pyarrow.parquet as pq
+
+    if not handoff.is_file():
+        return []
+    columns = ["job", "item_id", "submitted_at", "result", "last_error", "state"]
     found = []
-    for row in store.iter_items(states=[SUBMITTED, POLLING], columns=columns):
-        reason = row["last_error"] or ""
-        if not reason.startswith("stuck:"):
-            continue
-        remote = (row["result"] or {}).get("remote")
-        status = str(remote.get("status") or "-") if isinstance(remote, dict) else "-"
-        age = (now_ms - row["submitted_at"]) / 1000.0 if row["submitted_at"] else 0.0
-        found.append(StuckRender(run, row["job"], row["item_id"], age, status, reason))
+    for batch in pq.ParquetFile(handoff).iter_batches(columns=columns):
+        for row in batch.to_pylist():
+            if row["state"] in (SUBMITTED, POLLING):
+                row["result"] = json.loads(row["result"]) if row["result"] else None
+                if (stuck := _stuck(run, row)) is not None:
+                    found.append(stuck)
     return found
+
+
+def _stuck(run: str, row: Mapping[str, Any]) -> StuckRender | None:
+    reason = row["last_error"] or ""
+    if not reason.startswith("stuck:"):
+        return None
+    remote = (row["result"] or {}).get("remote")
+    status = str(remote.get("status") or "-") if isinstance(remote, dict) else "-"
+    now_ms = datetime.now(UTC).timestamp() * 1000.0
+    age = (now_ms - row["submitted_at"]) / 1000.0 if row["submitted_at"] else 0.0
+    return StuckRender(run, row["job"], row["item_id"], age, status, reason)
 
 
 @dataclass
@@ -336,6 +363,9 @@ def load_dashboard(
                 _add_checkpoint(data, stores / CHECKPOINT_NAME, since, folder.name, until)
             else:
                 _add_owner_files(data, stores, since, until)
+                if len(data.stuck) < STUCK_SHOWN:
+                    found = stuck_in_handoff(stores / HANDOFF_NAME, folder.name)
+                    data.stuck.extend(found[: STUCK_SHOWN - len(data.stuck)])
     return data
 
 
@@ -343,7 +373,8 @@ def _add_owner_files(data: DashboardData, folder: Path, since: date | None, unti
     """A shard's or partition's folder from the files its owner writes (never its SQLite, perhaps
     another host's: DESIGN.md invariant 11): its charges from ``ledger.parquet`` (as of its last
     execution's end), its items per state and how its last execution stopped from
-    ``progress.json``, its events from ``events.parquet`` (each as of its last execution's end)."""
+    ``progress.json``, its events from ``events.parquet`` (each as of its last execution's end;
+    its stuck renders from ``handoff.parquet``: ``stuck_in_handoff``)."""
     for record in read_ledger(folder / LEDGER_NAME, ledger_schema().names):
         if _in_days(record.get("charged_at"), since, until):
             data.add_charge(record)

@@ -79,3 +79,28 @@ def test_a_store_written_since_its_handoff_is_not_trusted_and_its_next_reader_wr
 
     assert handoff.manifest == ("/elsewhere/bulk.csv", "another identity")
     assert current_handoff(paths) == handoff
+
+
+def test_the_dashboard_finds_a_partitions_stuck_renders_in_its_handoff_file(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from relaybatch.costs.dashboard_data import stuck_in_handoff
+    from relaybatch.engine.store import HANDOFF_COLUMNS
+    from relaybatch.run.handoff import _schema
+
+    rows = [
+        {"key": "k1", "item_id": "v1", "job": "clips", "state": "polling", "submitted_at": 1_000,
+         "result": json.dumps({"remote": {"status": "in_progress"}}), "last_error": "stuck: 900 s past"},
+        {"key": "k2", "item_id": "v2", "job": "clips", "state": "polling", "submitted_at": 1_000,
+         "result": None, "last_error": None},
+        {"key": "k3", "item_id": "v3", "job": "clips", "state": "done", "submitted_at": 1_000,
+         "result": None, "last_error": "stuck: before it finished"},
+    ]  # fmt: skip
+    table = pa.Table.from_pylist([dict.fromkeys(HANDOFF_COLUMNS) | row for row in rows], schema=_schema())
+    pq.write_table(table, tmp_path / "handoff.parquet")
+
+    stuck = stuck_in_handoff(tmp_path / "handoff.parquet", "big")
+
+    assert [(one.item, one.last_status, one.reason) for one in stuck] == [
+        ("v1", "in_progress", "stuck: 900 s past")
+    ]
