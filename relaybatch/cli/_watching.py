@@ -61,11 +61,11 @@ def status(
     )
 
     partitioned = run_paths(runs_dir, run_name)
+    flow_runs = _partition_flow_runs(partitioned.root)
     if (holder := executed_elsewhere(partitioned.root)) is not None:
         # Another host executes (or merges) the run's own store: its files only (DESIGN.md 11).
-        console.print(*executed_elsewhere_parts(partitioned.root, holder))
+        console.print(*executed_elsewhere_parts(partitioned.root, holder, flow_runs))
         return
-    flow_runs = _partition_flow_runs(partitioned.root)
     if not partitioned.checkpoint.exists() and (partitions := partitions_table(partitioned.root, flow_runs)):
         # Partitions running or run, not merged yet: each one's state, host and spend, and the sums,
         # from the files each partition's owner writes (never another host's SQLite).
@@ -74,7 +74,7 @@ def status(
         return
     paths = existing_run(run_name, runs_dir)
     with CheckpointStore.open_read_only(paths.checkpoint) as store:
-        console.print(status_view(store, run_name, show_all, older_than, execution))
+        console.print(status_view(store, run_name, show_all, older_than, execution, flow_runs))
 
 
 def _partition_flow_runs(run_dir: Path) -> dict[str, str] | None:

@@ -385,7 +385,9 @@ def partition_execution_line(folder: RunPaths, progress: FolderProgress | None, 
     )
 
 
-def executed_elsewhere_parts(run_dir: Path, holder: Holder) -> list[Table | Text]:
+def executed_elsewhere_parts(
+    run_dir: Path, holder: Holder, flow_runs: Mapping[str, str] | None = None
+) -> list[Table | Text]:
     """`relaybatch status` of a run whose own store another host executes (or merges) now: what
     its progress file and its partitions' files say, never its SQLite (that host's while it
     runs); the items it lists are shown there, or once it has ended."""
@@ -400,7 +402,7 @@ def executed_elsewhere_parts(run_dir: Path, holder: Holder) -> list[Table | Text
                 f"outcomes {display_usd(money[1])} (worst case), reserved (in flight) {display_usd(money[2])}"
             )
         )
-    partitions = partitions_table(run_dir)
+    partitions = partitions_table(run_dir, flow_runs)
     if partitions is not None:
         parts += [partitions, Text(partitions_money_line(run_dir))]
     parts.append(
@@ -444,12 +446,13 @@ def status_view(
     show_all: bool = False,
     older_than: float = OPEN_AFTER_SECONDS,
     execution: int | None = None,
+    flow_runs: Mapping[str, str] | None = None,
 ) -> Group:
     from relaybatch.fleet.setup import server_budget_lines, whole_job_budgets
 
     parts: list[Table | Text] = [counts_table(store), Text(last_execution_line(store))]
     parts.extend(execution_parts(store, execution))
-    partitions = partitions_table(store.path.parent)
+    partitions = partitions_table(store.path.parent, flow_runs)
     if partitions is not None:
         parts.append(partitions)
     counts = store.count_by_state()

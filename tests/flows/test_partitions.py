@@ -213,6 +213,9 @@ def test_status_shows_the_state_of_each_partitions_flow_run_on_the_server(
     assert code == 0, status
     rows = [line for line in status.splitlines() if line.lstrip("│ ").startswith(("1/2", "2/2"))]
     assert len(rows) == 2 and all("COMPLETED" in row for row in rows), status
+    assert run("merge", "bulk", "--runs-dir", str(runs))[0] == 0
+    code, merged = run("status", "bulk", "--runs-dir", str(runs))  # the merged run's, with its partitions
+    assert code == 0 and merged.count("COMPLETED") == 2, merged
 
 
 def test_report_and_dashboard_read_partitions_from_their_files(tmp_path: Path) -> None:
