@@ -207,6 +207,7 @@ def test_status_shows_the_state_of_each_partitions_flow_run_on_the_server(
         asyncio.run(run_manifest(manifest, runs_dir=runs, partition=f"{index}/2"))
     # The harness's server is this process's (no PREFECT_API_URL): status asks it as a configured one.
     monkeypatch.setattr("relaybatch.prefect_server.configured_api_url", lambda: "harness")
+    monkeypatch.setattr("relaybatch.cli._watching.FLOW_RUNS_TIMEOUT_SECONDS", 300.0)  # a loaded machine
 
     code, status = run("status", "bulk", "--runs-dir", str(runs))
 
