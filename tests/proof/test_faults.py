@@ -115,7 +115,10 @@ def test_transient_faults_leave_every_item_terminal_with_its_reason(tmp_path: Pa
         ("truncate", 0.04),
         ("latency=0.05", 0.1),
     )
-    served, items, _ = run_under(rules, tmp_path, media=PADDED_IMAGES)
+    # An injected 429 names the account's limit in its body, and the runner paces to it: the demo
+    # account has none, so the emulator would name its fallback of 120 rpm (two calls a second for
+    # the whole run). The account's limit is set far above what four calls in flight can reach.
+    served, items, _ = run_under(rules, tmp_path, media=PADDED_IMAGES, rate_limit_rpm=6000)
 
     statuses = Counter(exchange.status for exchange in served.recorder.exchanges)
     assert {500, 529, 429, 0} <= set(statuses), f"faults did not all fire: {statuses}"
