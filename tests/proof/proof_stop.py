@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,9 +227,11 @@ def kill_campaign(
     kills: int,
     seed: int,
     longest_delay: float,
+    before_resume: Callable[[], None] | None = None,
 ) -> Kills:
     """SIGKILL the run ``kills`` times, each a seeded random time after its first request reached
-    the gateway; after each kill, count the phantoms; then run it to the end."""
+    the gateway; after each kill, count the phantoms; then (``before_resume`` called first, if
+    given) run it to the end."""
     rng, result, seen = random.Random(seed), Kills(), set[str]()
     for _ in range(kills):
         started = time.monotonic()
@@ -251,6 +254,8 @@ def kill_campaign(
         seen |= now
         if all(state == "done" for state in left.values()):
             break
+    if before_resume is not None:
+        before_resume()
     # To the end: at 120 rpm the videos' polls share the limit, so this takes minutes at full size.
     result.resume_code, _ = finish(start(manifest_path, env), timeout=RESUME_TIMEOUT_SECONDS)
     result.final_states = Counter(states(run_dir).values())
