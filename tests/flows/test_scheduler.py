@@ -61,6 +61,9 @@ def _started(
 
 
 def _wait_for(what: str, check: Callable[[], Any], seconds: float, logs: list[Path]) -> Any:
+    """``check()`` until it is truthy (its value returned), or fail naming ``what`` with the logs'
+    tails. It looks four times a second: a wait ends a quarter of a second after its event at the
+    most (these modules wait for some thirty events), and each look is one small request or read."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -69,7 +72,7 @@ def _wait_for(what: str, check: Callable[[], Any], seconds: float, logs: list[Pa
             found = None
         if found:
             return found
-        time.sleep(1)
+        time.sleep(0.25)
     tails = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
     raise AssertionError(f"{what}: not within {seconds:.0f} s\n{tails}")
 
