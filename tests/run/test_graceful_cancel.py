@@ -244,13 +244,11 @@ def test_a_second_ctrl_c_stops_at_once_and_the_checkpoint_stays_consistent(
     assert slow_run.process.returncode == 130, text
     assert time.monotonic() - sent < 5
     assert "Traceback" not in text and "stopped at once (a second Ctrl-C)" in text
-    status = subprocess.run(
-        [RELAYBATCH, "status", "many", "--runs-dir", str(slow_run.runs)],
-        env=_env(_slow_emulator(tmp_path, 0)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    from tests.run.test_execution_lock import _command  # it imports this module
+
+    # The stopped run's status, read in this process (the same environment, no process start).
+    fast = _slow_emulator(tmp_path, 0)
+    status = _command("status", "many", "--runs-dir", str(slow_run.runs), emulator=fast)
     assert "stopped early" in status.stdout and "stopped at once (a second Ctrl-C)" in status.stdout
     # Requests cut off in flight may have been billed: the resume reports them, never resends them.
     resumed = _resume_fast(slow_run, tmp_path)
