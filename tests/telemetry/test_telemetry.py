@@ -66,9 +66,14 @@ def store(tmp_path: Path) -> Iterator[CheckpointStore]:
         yield checkpoint
 
 
-async def run_with(store: CheckpointStore, telemetry: RunTelemetry) -> None:
+async def run_with(store: CheckpointStore, telemetry: RunTelemetry, *, standard_rpm: int = 120) -> None:
+    """A run as the standard account, whose limit (the shipped 120 rpm) the limit metrics report.
+    Tests that do not read the limit raise it (``standard_rpm``): at two requests a second the
+    run's creates, polls and download took some 3 s."""
     config = load_config()
     config.media = FAST_MEDIA
+    (standard,) = [account for account in config.accounts if "rb-standard-key" in account.api_keys]
+    standard.rate_limit_rpm = standard_rpm
     await execute_with_a_budget(
         store,
         create_app(config),
@@ -101,7 +106,7 @@ def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
 async def test_spans_per_run_job_and_request_with_our_attributes(store: CheckpointStore) -> None:
     telemetry, exporter, _ = in_memory()
 
-    await run_with(store, telemetry)
+    await run_with(store, telemetry, standard_rpm=6000)
     telemetry.close()
 
     spans = exporter.get_finished_spans()
@@ -133,7 +138,7 @@ async def test_gen_ai_attributes_follow_the_conventions_opt_in(
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http,gen_ai_latest_experimental")
     telemetry, exporter, metrics = in_memory()
 
-    await run_with(store, telemetry)
+    await run_with(store, telemetry, standard_rpm=6000)
     telemetry.close()
 
     chats = [
@@ -243,7 +248,7 @@ async def test_otlp_over_http_sends_traces_and_metrics_to_the_collector(store: C
         endpoint = f"http://127.0.0.1:{server.server_address[1]}"
         telemetry = open_telemetry("demo", TelemetrySettings(otlp_endpoint=endpoint))
         assert telemetry is not None
-        await run_with(store, telemetry)
+        await run_with(store, telemetry, standard_rpm=6000)
         telemetry.close()  # flushes the spans and the last metrics
     finally:
         server.shutdown()
