@@ -98,29 +98,13 @@ ITEM_COLUMNS = (
 )
 TIME_COLUMNS = ("submitted_at", "finished_at")
 # An item row as another store of the run takes it from this one's handoff file (run/handoff.py):
-# every column of ITEMS_DDL, the job as its name and the source file as its path.
+# ITEM_COLUMNS with the source as its file path and line, and the execution that wrote the row.
 HANDOFF_COLUMNS = (
-    "key",
-    "item_id",
-    "job",
-    "kind",
-    "request",
-    "carry",
-    "source_path",
-    "source_line",
-    "state",
-    "attempts",
-    "remote_id",
-    "last_error",
-    "result",
-    "not_before",
-    "submitted_at",
-    "finished_at",
-    "latency_ms",
-    "limiter_wait_ms",
-    "cost_usd",
-    "cost_detail",
-    "retryable",
+    *(
+        name
+        for column in ITEM_COLUMNS
+        for name in (("source_path", "source_line") if column == "source" else (column,))
+    ),
     "execution",
 )
 # Layout 2's source as the text the item was planned with: "path:line", or the path alone.
