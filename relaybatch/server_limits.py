@@ -44,7 +44,20 @@ BUSY_RETRY_SECONDS = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
 class Unreachable(Exception):
-    """The Prefect server did not answer (refused, timed out, or a 5xx)."""
+    """The Prefect server did not answer (refused, timed out, or a 5xx).
+
+    ``maybe_applied``: the request may have reached the server and may still change its counts
+    later (a timeout or a broken connection after it was sent). A refused connection was never
+    sent, and a 5xx answer is a transaction the server rolled back."""
+
+    def __init__(self, why: str, maybe_applied: bool = False) -> None:
+        super().__init__(why)
+        self.maybe_applied = maybe_applied
+
+
+# A request that may have reached the server (``Unreachable.maybe_applied``) is taken to have
+# been processed or dropped after this long: the server's SQLite waits up to 60 s for its lock.
+LATE_REQUEST_SECONDS = 75.0
 
 
 @dataclass(frozen=True)
@@ -217,7 +230,8 @@ class ServerLimits:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as error:
                 self.mark_down(type(error).__name__)
-                raise Unreachable(str(error) or type(error).__name__) from error
+                never_sent = isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
+                raise Unreachable(str(error) or type(error).__name__, not never_sent) from error
             if response.status_code == 503 and delay is not None:
                 # A busy SQLite server ("database is locked"): rolled back, nothing written; asked again.
                 await asyncio.sleep(delay)

@@ -32,7 +32,11 @@ the work is instead of staying with whoever took it first. It also comes back wh
 ends.
 The order of every step leaves the server counting at least what the ledgers count: a crash
 between two steps can leave room set aside that nobody uses (given back at the store's next
-execution), never spend the server does not count.
+execution), never spend the server does not count. For the same reason the holder is never read
+while a request of this store may still move it: the background give-back is not cancelled
+half-way (``close`` waits for it), and after a give-back whose answer was lost to a timeout (it may
+still reach the server), ``close`` leaves the holder as it is for ``LATE_REQUEST_SECONDS``
+instead of reading it (read too early, the room would be given back twice).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from relaybatch.costs.guard import RunSpendGuard
 from relaybatch.engine.spend import BilledCall, Refused, SpendFigures
 from relaybatch.errors import UserError
-from relaybatch.server_limits import MAX_SLOTS, ServerLimits, Unreachable
+from relaybatch.server_limits import LATE_REQUEST_SECONDS, MAX_SLOTS, ServerLimits, Unreachable
 
 UNIT_USD = Decimal("0.000001")  # one slot of a budget's limit
 PREFIX = "relaybatch-budget"
@@ -163,6 +167,7 @@ class ServerBudget:
     wants: int = 0  # this store's own counts on ``wanted`` since it was last read
     wanted_at: float = 0.0  # when this store last counted itself on ``wanted``
     taken: int = 0  # requests that took room (figures for tests and benchmarks)
+    reread_not_before: float = 0.0  # a give-back whose answer was lost may reach the server until then
     given_back: int = 0
 
     @property
@@ -182,14 +187,19 @@ class ServerBudget:
         """What the store holds on the server becomes what it counts (rounded up): the surplus
         given back, a shortfall taken (refused when the budget has no room for it: then this
         store sends nothing more)."""
+        async with self.lock:
+            if time.monotonic() < self.reread_not_before:
+                return  # the holder may still move: it counts more than the store, never less
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
         holder = await self.limits.read(self.spec.holder_name)
         held = holder.active_slots if holder else 0
         target = units_up(self.used + self.set_aside)
         self.short = False
         if held > target:
             self.held = target  # lower first: a failed request leaves the server counting more
-            await self.limits.decrement([self.spec.name, self.spec.holder_name], held - target)
-            self.given_back += 1
+            await self._give(held - target)
         elif held < target:
             if await self.limits.increment([self.spec.name, self.spec.holder_name], target - held):
                 self.taken += 1
@@ -279,8 +289,17 @@ class ServerBudget:
             if spare <= 0:
                 return
             self.held -= spare  # lower first: a failed request leaves the server counting more
-            await self.limits.decrement([self.spec.name, self.spec.holder_name], spare)
-            self.given_back += 1
+            await self._give(spare)
+
+    async def _give(self, slots: int) -> None:
+        """Give ``slots`` back (``held`` already lowered by them)."""
+        try:
+            await self.limits.decrement([self.spec.name, self.spec.holder_name], slots)
+        except BaseException as error:  # lost (or cancelled): it may still reach the server
+            if not isinstance(error, Unreachable) or error.maybe_applied:
+                self.reread_not_before = time.monotonic() + LATE_REQUEST_SECONDS
+            raise
+        self.given_back += 1
 
     async def counted_on_server(self) -> Decimal | None:
         state = await self.limits.read(self.spec.name)
@@ -365,7 +384,10 @@ class ServerBudgetGuard:
         """Give back what the store holds beyond what its ledger counts (calls still in flight
         stay counted at their worst case: they become unknown outcomes)."""
         if self._idle is not None:
-            self._idle.cancel()
+            async with contextlib.AsyncExitStack() as held:  # a give-back under way ends first
+                for budget in self.budgets:
+                    await held.enter_async_context(budget.lock)
+                self._idle.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._idle
         self.inner.commit()

@@ -5,12 +5,16 @@ two holders never pass one budget or one cap."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import io
 import random
+from collections import Counter
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import pytest
 
 from relaybatch.fleet.budget import UNIT_USD, ServerBudget, ServerBudgetSpec, units_up
@@ -397,3 +401,145 @@ async def test_status_shows_the_runs_budget_as_the_server_counts_it(
         f"job docs's budget held by the Prefect server (relaybatch-budget:job:{run}:docs): 0.000500 of "
         "0.002000 USD counted there by every process, 0.001500 left"
     ]
+
+
+class _LateServer(httpx.AsyncBaseTransport):
+    """The real server behind a network that is late, as a loaded one is: the ``n``-th request to a
+    path (counted from 1) is either applied by the server only ``late`` seconds after it was sent,
+    whatever the client does meanwhile (it gives up, or is cancelled: the server still applies it),
+    or applied at once with its answer ``late`` (``answer_late``), or applied with its answer lost
+    (``lost``: a read timeout). ``applied[path]`` is set once such a request is applied."""
+
+    def __init__(self, plan: dict[tuple[str, int], str], late: float = 0.6) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.plan = dict(plan)
+        self.late = late
+        self.seen: Counter[str] = Counter()
+        self.applied: dict[str, asyncio.Event] = {path: asyncio.Event() for path, _ in plan}
+        self.background: set[asyncio.Task[httpx.Response]] = set()
+
+    async def _forward(self, request: httpx.Request, delay: float = 0.0) -> httpx.Response:
+        await asyncio.sleep(delay)
+        response = await self.inner.handle_async_request(request)
+        await response.aread()
+        return response
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.rsplit("/", 1)[-1]
+        self.seen[path] += 1
+        how = self.plan.pop((path, self.seen[path]), None)
+        if how is None:
+            return await self._forward(request)
+        await request.aread()
+        if how == "late":
+            applied = asyncio.create_task(self._forward(request, self.late))  # the server's own pace
+            self.background.add(applied)
+            applied.add_done_callback(lambda _: self.applied[path].set())
+            return await asyncio.shield(applied)
+        response = await self._forward(request)
+        self.applied[path].set()
+        if how == "lost":
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        await asyncio.sleep(self.late)  # "answer_late"
+        return response
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self.background, return_exceptions=True)
+        await self.inner.aclose()
+
+
+def _late_limits(transport: _LateServer) -> ServerLimits:
+    from prefect.settings import PREFECT_API_URL
+
+    return ServerLimits(str(PREFECT_API_URL.value()), transport=transport, out=io.StringIO())
+
+
+async def test_a_render_slot_given_back_as_the_execution_closes_is_given_back_once(
+    limits: ServerLimits,
+) -> None:
+    """The background give-back of a render's slot is still on its way to the server when the
+    execution closes: the other store's renders keep their slots (closing used to cancel it and
+    give the slot back a second time, so another store could create one render past the cap)."""
+    model = f"relay-video-{random.randrange(10**9)}"
+    other = ServerRenderSlots(limits, "r:part-2-of-2", {model: 3})
+    await other.open()
+    assert [await other.take("v", model), await other.take("v", model)] == [True, True]
+    transport = _LateServer({("decrement", 1): "late"})
+    late = _late_limits(transport)
+    one = ServerRenderSlots(late, "r:part-1-of-2", {model: 3})
+    try:
+        await one.open()
+        assert await one.take("v", model)
+        one.release("v", model)  # the render ended: its slot goes back in the background...
+        await asyncio.sleep(0.2)  # ...and the request is on its way
+        await one.close()
+        await transport.applied["decrement"].wait()
+    finally:
+        await transport.aclose()
+        await late.aclose()
+    state = await limits.read(one.name(model))
+    assert state is not None and state.active_slots == 2  # other's two renders, nothing less
+    assert await limits.read(one.holder_name(model)) is None
+    other.release("v", model)
+    other.release("v", model)
+    await other.close()
+
+
+async def test_a_take_answered_while_the_holder_is_read_again_is_counted_once(limits: ServerLimits) -> None:
+    """A take's answer is lost (the slot counted anyway), so the holder is read again; the take
+    sent again is counted by the server before its answer arrives. The read waits for that answer,
+    so the slot is not counted twice, and a sync never gives back a slot a render still uses."""
+    model = f"relay-video-{random.randrange(10**9)}"
+    transport = _LateServer({("increment", 1): "lost", ("increment", 2): "answer_late"}, late=1.0)
+    late = _late_limits(transport)
+    one = ServerRenderSlots(late, "r:part-1-of-1", {model: 3})
+    try:
+        await one.open()
+        take = asyncio.create_task(one.take("v", model))
+        await transport.applied["increment"].wait()  # the first, lost
+        transport.applied["increment"].clear()
+        await transport.applied["increment"].wait()  # the second, counted, its answer on its way
+        await one.sync()  # the holder read again meanwhile
+        assert await take
+        await one.sync()
+        state = await limits.read(one.name(model))
+        # Two slots counted for one render: the lost take's comes back; the render keeps its own.
+        assert state is not None and state.active_slots == one.in_flight(model) == 1
+        one.release("v", model)
+        await one.close()
+    finally:
+        await transport.aclose()
+        await late.aclose()
+    state = await limits.read(one.name(model))
+    assert state is not None and state.active_slots == 0
+
+
+async def test_room_given_back_late_is_given_back_once_and_the_server_never_counts_less(
+    limits: ServerLimits,
+) -> None:
+    """A give-back whose request reaches the server late (a loaded network) while the process
+    stops waiting for it: the holder is not read again before it may have landed, so the room is
+    given back once, and the server never counts less than the store's ledger."""
+    run = f"late-{random.randrange(10**9)}"
+    other = ServerBudget(limits, _spec(run, f"{run}:part-2-of-2"))
+    await other.open(Decimal("0.004"))  # another store's spend: 4,000 slots
+    transport = _LateServer({("decrement", 1): "late"})
+    late = _late_limits(transport)
+    one = ServerBudget(late, _spec(run, f"{run}:part-1-of-2"))
+    try:
+        await one.open(Decimal(0))
+        assert await one.make_room(Decimal("0.002"), Decimal("0.005"))  # 5,000 slots taken
+        one.set_aside -= Decimal("0.002")
+        one.used += Decimal("0.001")  # a call settled at half its worst case
+        give_back = asyncio.create_task(one.give_back())
+        await asyncio.sleep(0.2)  # on its way to the server...
+        give_back.cancel()  # ...when the process stops waiting (an execution's end)
+        with contextlib.suppress(asyncio.CancelledError):
+            await give_back
+        await one.reconcile()
+        await transport.applied["decrement"].wait()
+    finally:
+        await transport.aclose()
+        await late.aclose()
+    total = await limits.read(one.spec.name)
+    assert total is not None and total.active_slots == 4000 + 1000  # both ledgers, nothing less
