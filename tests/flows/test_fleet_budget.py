@@ -314,9 +314,16 @@ def test_sends_stop_while_the_server_is_away_and_polls_go_on(server: Fleet, tmp_
     sent = "select count(*) from items where state != 'pending'"
     videos_done = "select count(*) from items where kind = 'video' and state = 'done'"
     sent_at, videos_at = _rows(store, sent)[0][0], _rows(store, videos_done)[0][0]
-    time.sleep(10)  # the renders (8 s) finish while the server is away: polled and downloaded
-    assert _rows(store, sent)[0][0] == sent_at  # nothing new sent
-    assert _rows(store, videos_done)[0][0] > videos_at  # polls went on
+    # The renders (8 s) finish while the server is away: polled and downloaded. Waited for, not
+    # slept on: a fixed 10 s both wasted the seconds after the first render ended and could end
+    # before it on a loaded machine.
+    _wait_for(
+        "a render to end while the server is away",
+        lambda: _rows(store, videos_done)[0][0] > videos_at,
+        120,
+        server.logs,
+    )
+    assert _rows(store, sent)[0][0] == sent_at  # nothing new sent meanwhile
 
     server.start_server()
     output = _ended(server, "away", process, 300)
