@@ -37,7 +37,6 @@ from relaybatch.run_folder import (
     LEDGER_NAME,
     SHARDS_NAME,
     RunPaths,
-    partition_of_folder,
 )
 
 DISPLAY_QUANTUM = Decimal("0.000001")
@@ -256,15 +255,13 @@ JOB_COLUMNS = ("job", "usd", "known_usd", "reserved_usd", "priced", "outcome")
 
 def opens_stores(folder: Path) -> bool:
     """Whether a report, status or dashboard may open the SQLite stores of ``folder``: the run's own
-    folder unless an execution (or a merge) on another host holds it, and a shard's (read as
-    before: shards are not yet under the contract); never a partition's, which may be another
-    host's. Those are read from the files their owner writes beside them (``ledger.parquet``,
-    ``progress.json``, ``handoff.parquet``: DESIGN.md invariant 11, docs/prefect.md "The storage
-    contract")."""
-    paths = RunPaths(folder)
-    if partition_of_folder(folder.name) is not None and paths.run_root != folder:
+    folder unless an execution (or a merge) on another host holds it; never a shard's or a
+    partition's (``<run>/shards/*``), which may be another host's. Those are read from the files
+    their owner writes beside them (``ledger.parquet``, ``progress.json``, ``handoff.parquet``:
+    DESIGN.md invariant 11, docs/prefect.md "The storage contract")."""
+    if RunPaths(folder).run_root != folder:
         return False
-    return paths.run_root != folder or executed_elsewhere(folder) is None
+    return executed_elsewhere(folder) is None
 
 
 def add_ledger(

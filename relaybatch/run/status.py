@@ -323,17 +323,18 @@ def partitions_table(run_dir: Path, flow_runs: Mapping[str, str] | None = None) 
     its owner writes: run/progress_file.py, run/handoff.py), never from its SQLite, which may be
     another host's (DESIGN.md invariant 11). ``flow_runs``: the state and worker process of each
     partition's last Prefect flow run by its name (a column of its own when given)."""
-    folders = RunPaths(run_dir).partition_folders()
+    folders = RunPaths(run_dir).store_folders()[1:]
     if not folders:
         return None
     columns: tuple[str, ...] = ("partition", "done", "uncertain", "total", "execution", "host")
     columns = (*columns, "spent USD", "unknown USD")
     if flow_runs is not None:
         columns = (*columns, "Prefect flow run")
-    table = folding_table(*columns, title="partitions")
+    table = folding_table(
+        *columns, title="partitions" if folders[0].shard_split is None else "shards and partitions"
+    )
     for folder in folders:
-        split = partition_of_folder(folder.root.name)
-        name = f"{split[0]}/{split[1]}" if split else folder.root.name
+        name = _store_label(folder)
         progress, holder = read_progress(folder), holder_of(folder.root)
         label = str((progress.execution if progress else {}).get("label") or "")
         prefect = [] if flow_runs is None else [f"{label}: {flow_runs.get(label, '?')}" if label else "-"]
@@ -354,10 +355,18 @@ def partitions_table(run_dir: Path, flow_runs: Mapping[str, str] | None = None) 
     return table
 
 
+def _store_label(folder: RunPaths) -> str:
+    """A shard's or partition's row name: "shard 1/2" (by key hash), "3/12" (by input range)."""
+    if (shard := folder.shard_split) is not None:
+        return f"shard {shard[0]}/{shard[1]}"
+    split = partition_of_folder(folder.root.name)
+    return f"{split[0]}/{split[1]}" if split else folder.root.name
+
+
 def partition_flow_run_names(run_dir: Path) -> list[str]:
     """The Prefect flow run names of each partition's last execution (from its progress file)."""
     names = []
-    for folder in RunPaths(run_dir).partition_folders():
+    for folder in RunPaths(run_dir).store_folders()[1:]:
         progress = read_progress(folder)
         entry = (progress.execution if progress else {}).get("entry")
         if (
@@ -415,8 +424,8 @@ def executed_elsewhere_parts(
 
 
 def partitions_money_line(run_dir: Path) -> str:
-    """The partitions' spend added up, from their progress files."""
-    folders = RunPaths(run_dir).partition_folders()
+    """The shards' and partitions' spend added up, from their progress files."""
+    folders = RunPaths(run_dir).store_folders()[1:]
     figures = [progress for folder in folders if (progress := read_progress(folder)) is not None]
     known = sum((progress.known_usd for progress in figures), Decimal(0))
     unknown = sum((progress.unknown_usd for progress in figures), Decimal(0))
@@ -424,7 +433,8 @@ def partitions_money_line(run_dir: Path) -> str:
     return (
         f"money: spent (known) {display_usd(known)}; unknown outcomes {display_usd(unknown)} (worst case); "
         f"reserved (in flight) {display_usd(reserved)}; total {display_usd(known + unknown + reserved)} "
-        f"over {len(figures)} of {len(folders)} partition(s), as each last wrote its {PROGRESS_NAME}"
+        f"over {len(figures)} of {len(folders)} shard(s) and partition(s), as each last wrote "
+        f"its {PROGRESS_NAME}"
     )
 
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from relaybatch.cli import app
 from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.dashboard_data import MAX_BUCKETS, DashboardData, TimeBuckets
-from relaybatch.costs.ledger import MONEY, CostStore
+from relaybatch.costs.ledger import MONEY, CostStore, write_ledger
 from relaybatch.costs.report import MAX_TIME_POINTS, RunSpend, activity_from_events, load_spend
 
 D = Decimal
@@ -137,8 +137,15 @@ def test_dashboard_of_an_empty_run_says_so() -> None:
 def test_a_sharded_run_reports_every_shard(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "big"
     for shard in ("1-of-2", "2-of-2"):
-        (run_dir / "shards" / shard).mkdir(parents=True)
-        fill_cost_store(run_dir / "shards" / shard, run="big")
+        folder = run_dir / "shards" / shard
+        folder.mkdir(parents=True)
+        fill_cost_store(folder, run="big")
+        store = CostStore(folder / "costs.sqlite")  # its owner's execution ends: its ledger.parquet
+        try:
+            write_ledger(store, folder / "ledger.parquet")
+        finally:
+            store.close()
+        (folder / "costs.sqlite").unlink()  # a shard's store is its host's: the report reads the file
     spend = load_spend(tmp_path / "runs", [])  # found without naming it: it has shards
     assert spend.runs == ["big"]
     assert spend.calls == 40

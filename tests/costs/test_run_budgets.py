@@ -22,6 +22,7 @@ from relaybatch.costs.terminal import budget_summary, run_budget_uses
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import open_manifest
 from relaybatch.run import RunPaths, Shard, stored_settings
+from relaybatch.run.handoff import leave_handoff
 
 D = Decimal
 RUN_BUDGET, JOB_BUDGET = D("1.00"), D("0.30")
@@ -90,6 +91,7 @@ def save(checkpoint: Path, settings: dict[str, object], executed: bool) -> None:
         store.save_run("split", settings)
         if executed:
             store.record_start()
+    leave_handoff(RunPaths(checkpoint.parent))  # its owner lets go: a shard's is read from its files
 
 
 def test_the_runs_budget_is_read_from_the_store_that_executed_last(tmp_path: Path) -> None:

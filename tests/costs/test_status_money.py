@@ -20,10 +20,11 @@ from typer.testing import CliRunner
 from relaybatch.cli import app
 from relaybatch.cost_model import Budgets
 from relaybatch.costs import CostStore, budget_settings
-from relaybatch.costs.ledger import LedgerRow
+from relaybatch.costs.ledger import LedgerRow, write_ledger
 from relaybatch.engine import CheckpointStore
 from relaybatch.manifests import Item
 from relaybatch.run import RunPaths, executing
+from relaybatch.run.handoff import leave_handoff
 from tests.run.test_execution_lock import CHAT, SlowRun, _command, _write_manifest
 from tests.run.test_graceful_cancel import _counts, _slow_emulator
 
@@ -176,6 +177,12 @@ def test_a_sharded_runs_money_adds_its_shard_folders_and_shows_the_budget_once(t
         shard = run_dir / "shards" / part
         make_run(shard, Budgets(run_usd=Decimal("10")), shards=2)  # each enforces 5: the run's is 10
         record(shard, rows[index::2])
+        store = CostStore(shard / "costs.sqlite")  # its owner's execution ends: its files
+        try:
+            write_ledger(store, shard / "ledger.parquet")
+        finally:
+            store.close()
+        leave_handoff(RunPaths(shard))
 
     output = status(tmp_path)
     assert "money (the run's cost store and 2 shard folder(s))" in output

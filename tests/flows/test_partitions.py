@@ -393,3 +393,37 @@ def test_a_partition_validates_its_rows_again_only_when_its_files_changed_since_
         plan_partition(manifest, runs, 2, 2)
     assert len(validated) == 1
     assert not store.exists() or CheckpointStore(store).count_by_state() == {}
+
+
+def test_status_report_and_dashboard_read_shards_from_their_files(tmp_path: Path) -> None:
+    """Shards (`--shard I/N`, by key hash) are under the storage contract like partitions: `status`
+    shows each one's counts, ending and spend from its progress and handoff files, `report` and the
+    dashboard its charges from its ledger.parquet and its activity from its events.parquet; with
+    every shard store replaced by a non-database, none of them is opened."""
+    from relaybatch.costs import load_spend
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(12))
+    for index in (1, 2):
+        code, output = run("run", str(manifest), "--shard", f"{index}/2", "--runs-dir", str(runs))
+        assert code == 0, output
+    folders = sorted((runs / "bulk" / "shards").iterdir())
+    assert [folder.name for folder in folders] == ["1-of-2", "2-of-2"]
+    done = [done_in(folder) for folder in folders]
+    charged = sum((spend_in(folder) for folder in folders), Decimal(0))
+    unreadable_stores(folders)
+
+    code, status = run("status", "bulk", "--runs-dir", str(runs))
+
+    assert code == 0, status
+    rows = [line for line in status.splitlines() if line.lstrip("│ ").startswith(("shard 1/2", "shard 2/2"))]
+    assert len(rows) == 2 and all("last execution finished" in row for row in rows), status
+    assert [f" {count} " in row for count, row in zip(done, rows, strict=True)] == [True, True], status
+    assert sum(done) == 12
+    assert f"spent (known) ${charged.quantize(Decimal('0.000001')):,}" in status, status
+    code, report = run("report", "bulk", "--runs-dir", str(runs))
+    assert code == 0, report
+    assert f"{charged.quantize(Decimal('0.000001')):,}" in report, report
+    assert (runs / "bulk" / "dashboard.html").is_file()
+    finished = sum(count for _, count in load_spend(runs, ["bulk"]).activity.finished_per_minute)
+    assert finished == 12  # the done events of both shards

@@ -176,14 +176,17 @@ def test_a_bad_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
     assert "--budget" in output
 
 
-def test_status_of_a_run_with_only_shards_says_to_merge(tmp_path: Path) -> None:
+def test_status_of_a_run_with_only_shards_shows_them_and_says_to_merge(tmp_path: Path) -> None:
+    """As for partitions not merged yet: each shard's row from its files, and the merge command."""
     runs = str(tmp_path / "runs")
     manifest = write_csv(tmp_path / "bulk.csv", 4)
     assert run("run", str(manifest), "--runs-dir", runs, "--shard", "1/2")[0] == 0
 
     code, output = run("status", "bulk", "--runs-dir", runs)
 
-    assert code == 1
+    assert code == 0, output
+    rows = [line for line in output.splitlines() if line.lstrip("│ ").startswith("shard 1/2")]
+    assert len(rows) == 1 and "last execution finished" in rows[0], output
     assert "relaybatch merge bulk" in output and "Traceback" not in output
 
 
