@@ -82,7 +82,12 @@ class RunSpendGuard:
         prices: PriceBook,
         budget: Budget,
         providers: Mapping[str, str] | None = None,
+        *,
+        unknown: Decimal = Decimal(0),
+        elsewhere: Decimal = Decimal(0),
     ) -> None:
+        """``unknown``: what earlier executions' unknown outcomes count (at their worst case);
+        ``elsewhere``: what the run's other stores spent, counted in the budget here."""
         self.run = run
         self.store = store
         self.prices = prices
@@ -93,8 +98,8 @@ class RunSpendGuard:
         self._released: list[str] = []  # ids of reservation rows already stored, to drop
         self._lock = threading.Lock()
         self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
-        self._unknown = Decimal(0)  # outcome unknown this execution, counted at the worst case
-        self._elsewhere = Decimal(0)  # what the run's other stores spent, counted in the budget here
+        self._unknown = unknown  # outcomes unknown, counted at the worst case
+        self._elsewhere = elsewhere
         self.execution: int | None = None  # the execution's id in the checkpoint store, on every row
 
     # -- the engine's seam ------------------------------------------------------------------
@@ -343,7 +348,6 @@ async def open_spend_guard(
     except BaseException:
         store.close()
         raise
-    guard = RunSpendGuard(run_name or run_dir.name, store, book, budget, providers)
-    guard._unknown = unknown
-    guard._elsewhere = elsewhere
-    return guard
+    return RunSpendGuard(
+        run_name or run_dir.name, store, book, budget, providers, unknown=unknown, elsewhere=elsewhere
+    )
