@@ -60,6 +60,14 @@ class Unreachable(Exception):
 LATE_REQUEST_SECONDS = 75.0
 
 
+def may_land_later(error: BaseException) -> bool:
+    """Whether a request that ended in ``error`` (its answer lost) may still reach the server and
+    change its counts: yes after a cancellation, a timeout or a broken connection once sent; no
+    after a refused connection or a 5xx (``Unreachable`` without ``maybe_applied``). Such a
+    request is taken to have landed or been dropped after ``LATE_REQUEST_SECONDS``."""
+    return not isinstance(error, Unreachable) or error.maybe_applied
+
+
 @dataclass(frozen=True)
 class LimitState:
     name: str

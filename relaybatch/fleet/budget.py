@@ -56,7 +56,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from relaybatch.costs.guard import RunSpendGuard
 from relaybatch.engine.spend import BilledCall, Refused, SpendFigures
 from relaybatch.errors import UserError
-from relaybatch.server_limits import LATE_REQUEST_SECONDS, MAX_SLOTS, ServerLimits, Unreachable
+from relaybatch.server_limits import (
+    LATE_REQUEST_SECONDS,
+    MAX_SLOTS,
+    ServerLimits,
+    Unreachable,
+    may_land_later,
+)
 
 UNIT_USD = Decimal("0.000001")  # one slot of a budget's limit
 PREFIX = "relaybatch-budget"
@@ -296,7 +302,7 @@ class ServerBudget:
         try:
             await self.limits.decrement([self.spec.name, self.spec.holder_name], slots)
         except BaseException as error:  # lost (or cancelled): it may still reach the server
-            if not isinstance(error, Unreachable) or error.maybe_applied:
+            if may_land_later(error):
                 self.reread_not_before = time.monotonic() + LATE_REQUEST_SECONDS
             raise
         self.given_back += 1

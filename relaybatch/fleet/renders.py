@@ -41,6 +41,7 @@ from relaybatch.server_limits import (
     LimitState,
     ServerLimits,
     Unreachable,
+    may_land_later,
 )
 
 PREFIX = "relaybatch-renders"
@@ -172,7 +173,7 @@ class ServerRenderSlots(LocalRenderSlots):
         earlier, it would be given back twice. (A slot taken that arrives late only counts one
         more than the store holds, until its next execution.)"""
         self._stale = True
-        if giving_back and (not isinstance(error, Unreachable) or error.maybe_applied):
+        if giving_back and may_land_later(error):
             self._reread_not_before = time.monotonic() + LATE_REQUEST_SECONDS
 
     def occupy(self, job: str, model: str) -> None:
