@@ -31,10 +31,19 @@ class FolderProgress:
     execution: dict[str, Any] = field(default_factory=dict)  # started_at, ended_at, stop_reason
     stopped: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)  # the store's stored settings
+    # Written during an execution: the most its own spend can reach in it under the run budget it
+    # enforces, and under each job's (None, {}: no such budget, or not written during one).
+    ceiling_usd: Decimal | None = None
+    job_ceilings_usd: dict[str, Decimal] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
         return sum(count for state, count in self.counts.items() if state != SUPERSEDED)
+
+    @property
+    def spent_usd(self) -> Decimal:
+        """What the store's budgets count: known, unknown at its worst case, in flight."""
+        return self.known_usd + self.unknown_usd + self.reserved_usd
 
 
 def read_progress(paths: RunPaths) -> FolderProgress | None:
@@ -56,4 +65,6 @@ def read_progress(paths: RunPaths) -> FolderProgress | None:
         dict(value.get("execution") or {}),
         value.get("stopped"),
         dict(value.get("settings") or {}),
+        None if value.get("ceiling_usd") is None else Decimal(value["ceiling_usd"]),
+        {str(job): Decimal(usd) for job, usd in (value.get("job_ceilings_usd") or {}).items()},
     )

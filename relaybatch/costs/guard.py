@@ -85,9 +85,11 @@ class RunSpendGuard:
         *,
         unknown: Decimal = Decimal(0),
         elsewhere: Decimal = Decimal(0),
+        elsewhere_by_job: Mapping[str, Decimal] | None = None,
     ) -> None:
         """``unknown``: what earlier executions' unknown outcomes count (at their worst case);
-        ``elsewhere``: what the run's other stores spent, counted in the budget here."""
+        ``elsewhere``: what the run's other stores spent, counted in the budget here (of it, per
+        job: ``elsewhere_by_job``)."""
         self.run = run
         self.store = store
         self.prices = prices
@@ -100,6 +102,7 @@ class RunSpendGuard:
         self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
         self._unknown = unknown  # outcomes unknown, counted at the worst case
         self._elsewhere = elsewhere
+        self._elsewhere_by_job = dict(elsewhere_by_job or {})
         self.execution: int | None = None  # the execution's id in the checkpoint store, on every row
 
     # -- the engine's seam ------------------------------------------------------------------
@@ -177,6 +180,10 @@ class RunSpendGuard:
             shards,
             periods,
             elsewhere_usd=self._elsewhere,
+            job_ceilings=tuple(
+                (job, limit - self._elsewhere_by_job.get(job, Decimal(0)))
+                for job, limit in sorted(budget.job_limits.items())
+            ),
         )
 
     def reserved_for(self, key: str) -> Decimal | None:
@@ -349,5 +356,12 @@ async def open_spend_guard(
         store.close()
         raise
     return RunSpendGuard(
-        run_name or run_dir.name, store, book, budget, providers, unknown=unknown, elsewhere=elsewhere
+        run_name or run_dir.name,
+        store,
+        book,
+        budget,
+        providers,
+        unknown=unknown,
+        elsewhere=elsewhere,
+        elsewhere_by_job=elsewhere_by_job,
     )

@@ -18,15 +18,13 @@ from typing import Any
 
 from relaybatch.cost_model import Budgets, whole_of_share
 from relaybatch.cost_model.periods import PeriodBudgets
-from relaybatch.costs.ledger import CostStore, budget_amount, read_ledger
+from relaybatch.costs.ledger import budget_amount, read_ledger
 from relaybatch.costs.report import opens_stores, store_folders
 from relaybatch.folder_progress import read_progress
 from relaybatch.run_folder import (
     CHECKPOINT_NAME,
-    COST_STORE_NAME,
     LEDGER_NAME,
     RunPaths,
-    partition_of_folder,
     shard_of_folder,
 )
 
@@ -109,31 +107,21 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
     (budget - outside) / N per shard. A shard of its split that spent more than that (it spent
     before the outside did) leaves that much less to the others. So the run's stores together
     never pass the budget, in any order of executions, and shards run one after the other still
-    get a full share each.
+    get a full share each. Each other store's spend is read from the files its owner writes
+    beside it (``folder_spent``), never its SQLite, which may be another host's (docs/prefect.md,
+    the storage contract); a partition's likewise.
     """
     if limits.run_usd is None and not limits.job_usd:
-        # No budget counts the other stores (none, or the run's held by the Prefect server): their
-        # SQLite, perhaps another host's, is not opened (docs/prefect.md, the storage contract).
+        # No budget counts the other stores (none, or the run's held by the Prefect server).
         return Decimal(0), {}
     run_dir = RunPaths(store_dir).run_root
     split = _split(store_dir, run_dir) if store_dir != run_dir else 0
     outside: list[Spend] = []
     siblings: list[Spend] = []
-    partition = partition_of_folder(store_dir.name) is not None and store_dir != run_dir
     for folder in store_folders(run_dir):
         if folder == store_dir:
             continue
-        if partition:  # a fleet's: other stores may be other hosts', read from their ledger files
-            spent = ledger_spent(folder / LEDGER_NAME)
-        else:
-            # Read-only: another shard may be executing and writing its store (WAL lets both in).
-            store = CostStore.open_read_only(folder / COST_STORE_NAME)
-            if store is None:
-                continue
-            try:
-                spent = store.spent()
-            finally:
-                store.close()
+        spent = folder_spent(folder)
         same_split = split and folder != run_dir and _split(folder, run_dir) == split
         (siblings if same_split else outside).append(spent)
     jobs = {job for _, by_job in outside + siblings for job in by_job}
@@ -148,6 +136,35 @@ def spent_beside(store_dir: Path, limits: Budgets) -> Spend:
         for job in jobs
     }
     return total, per_job
+
+
+def folder_spent(folder: Path) -> Spend:
+    """What the store at ``folder`` counts against the run's budgets, run and per job, from the
+    files its owner writes beside it: never less than it can come to while its owner may still
+    be spending.
+
+    ``ledger.parquet`` (``ledger_spent``) is exact, per job, as of the end of its last execution;
+    ``progress.json`` (folder_progress.py) gives the whole of it, exactly when its owner let go,
+    and while an execution goes on every few seconds (``live``), with the most that execution can
+    bring the store to under the budgets it enforces (its share less what it counted of the
+    others, the run's and each job's: ``ceiling_usd``). The larger counts: for a store executing
+    now, or whose execution was killed before it let go, that ceiling (its figures may be seconds
+    old, and a killed one's leave out its last seconds), so a sibling's spend is never counted
+    below what it can reach before it lets go. A shard of the same split as the reader has a
+    ceiling within the reader's allowance when nothing outside their split spent since it
+    started, and then costs the reader nothing (``counted_beside``). A store without a budget of
+    its own has no ceiling: its figures count as they stand."""
+    total, by_job = ledger_spent(folder / LEDGER_NAME)
+    progress = read_progress(RunPaths(folder))
+    if progress is None:
+        return total, by_job
+    total = max(total, progress.spent_usd)
+    if progress.live:  # written by an execution that has not let go yet (going on, or killed)
+        if progress.ceiling_usd is not None:
+            total = max(total, progress.ceiling_usd)
+        for job, ceiling in progress.job_ceilings_usd.items():
+            by_job[job] = max(by_job.get(job, Decimal(0)), ceiling)
+    return total, by_job
 
 
 def ledger_spent(ledger: Path) -> Spend:

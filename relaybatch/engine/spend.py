@@ -94,6 +94,18 @@ class SpendFigures:
     # Of ``spent_usd``, what the run's other stores spent (a shard's budget counts it): the store's
     # own spend is the difference (its progress file, run/progress_file.py).
     elsewhere_usd: Decimal = Decimal(0)
+    # Each job budget enforced here, less what the run's other stores spent on that job: the most
+    # this store's own calls of the job can reach in this execution (``ceiling_usd``, per job).
+    job_ceilings: tuple[tuple[str, Decimal], ...] = ()
+
+    @property
+    def ceiling_usd(self) -> Decimal | None:
+        """The most this store's own spend (known, unknown at its worst case, in flight) can reach
+        in this execution under the run budget it enforces (its limit less what the run's other
+        stores spent, as counted at the start); None without one. The run's other stores count
+        it for an execution going on, whose figures they see only every few seconds
+        (costs/run_budgets.py ``folder_spent``)."""
+        return None if self.budget_usd is None else self.budget_usd - self.elsewhere_usd
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from relaybatch.run_folder import RunPaths
 if TYPE_CHECKING:
     from relaybatch.engine import ProgressReporter
     from relaybatch.engine.progress import Snapshot
+    from relaybatch.engine.spend import SpendFigures
 
 # Often enough for a person following a fleet; a write costs well under a millisecond.
 EVERY_SECONDS = 5.0
@@ -94,6 +95,20 @@ def _figures(
     }
 
 
+def _ceilings(money: SpendFigures) -> dict[str, Any]:
+    """The most the store's own spend can reach in this execution under the budgets it enforces,
+    the run's and each job's (engine/spend.py ``SpendFigures.ceiling_usd``): the run's other
+    stores count that for it while it executes (costs/run_budgets.py ``folder_spent``), since its
+    figures here are up to ``EVERY_SECONDS`` old. Written from the execution's first snapshot on,
+    which the engine takes before it sends anything (engine/runner.py ``run``: its reporter starts
+    first)."""
+    ceiling = money.ceiling_usd
+    return {
+        "ceiling_usd": None if ceiling is None else str(ceiling),
+        "job_ceilings_usd": {job: str(usd) for job, usd in money.job_ceilings},
+    }
+
+
 def snapshot_counts(snapshot: Snapshot) -> dict[str, int]:
     """Items per state from an execution's snapshot: each kind's ended items before it and since,
     and the rest of the kind's items as open (``pending`` here)."""
@@ -145,6 +160,8 @@ class ProgressFile:
             known = money.spent_usd - money.elsewhere_usd
             unknown, reserved = money.unknown_usd, money.reserved_usd
         record = _figures(snapshot_counts(snapshot), known, unknown, reserved, True, stopped=snapshot.stopped)
+        if money is not None:  # what the run's other stores count for this execution while it goes on
+            record.update(_ceilings(money))
         try:
             _write(self.paths, {**record, **self.fixed})
         except OSError:  # a full or lost share must not stop the run: the next write tries again

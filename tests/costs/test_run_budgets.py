@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,7 +20,7 @@ from relaybatch.costs.dashboard import render_dashboard
 from relaybatch.costs.dashboard_data import load_dashboard
 from relaybatch.costs.report import display_usd, load_spend, run_spend_figures
 from relaybatch.costs.terminal import budget_summary, run_budget_uses
-from relaybatch.engine import CheckpointStore
+from relaybatch.engine import CheckpointStore, Snapshot
 from relaybatch.manifests import open_manifest
 from relaybatch.run import RunPaths, Shard, stored_settings
 from relaybatch.run.handoff import leave_handoff
@@ -202,29 +203,105 @@ def test_the_run_budget_holds_across_the_runs_own_store_and_its_shards(
     """Each store's guard counts what the run's other stores spent (all of it for the run's own
     store, 1/N of what lies outside its split for a shard), so no order of executions passes the
     budget: before, the shards of a run already at its budget spent it again (193 %)."""
-    budget = D("0.0006")  # about 50 of the 200 calls
-    path = tmp_path / "m.yaml"
+    runs, before = tmp_path / "runs", billed_usd()
+    run_in_order(held_manifest(tmp_path), runs, order)
+
+    assert_the_budget_held_and_was_used(runs, before)
+
+
+HELD_BUDGET = D("0.0006")  # about 50 of the 200 calls
+
+
+def held_manifest(folder: Path) -> Path:
+    path = folder / "m.yaml"
     items = [{"id": f"a{n}", "n": n} for n in range(200)]
     job = {"name": "j", "kind": "chat", "model": "relay-chat-small", "request": {"max_tokens": 16}}
-    manifest = {"run": {"name": "held", "budget_usd": str(budget), "concurrency": 2}}
+    manifest = {"run": {"name": "held", "budget_usd": str(HELD_BUDGET), "concurrency": 2}}
     path.write_text(yaml.safe_dump({**manifest, "jobs": [{**job, "prompt": "q {n}", "items": items}]}))
-    runs = tmp_path / "runs"
-    before = billed_usd()
+    return path
 
+
+def run_in_order(path: Path, runs: Path, order: tuple[str, ...], after: Any = None) -> None:
+    """Execute the run's stores in ``order`` (``whole``: the run's own), calling ``after(step)``
+    once each has ended."""
     for step in order:
         shard = [] if step == "whole" else ["--shard", step]
         result = CliRunner().invoke(app, ["run", str(path), *shard, "--runs-dir", str(runs)])
         assert result.exit_code in (0, 1), result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         said = " ".join(result.output.split())
         if shard and "run budget" in said:  # a shard's stop names its share, not a smaller budget
-            assert f"this shard's 1/{step[-1]} share of {budget} USD" in said, said
+            assert f"this shard's 1/{step[-1]} share of {HELD_BUDGET} USD" in said, said
+        if after is not None:
+            after(step)
 
-    assert billed_usd() - before <= budget  # what the gateway billed the run, every store together
+
+def assert_the_budget_held_and_was_used(runs: Path, before: Decimal) -> None:
+    assert billed_usd() - before <= HELD_BUDGET  # what the gateway billed the run, every store together
     spend = load_spend(runs, ["held"])
     assert spend.total_usd == billed_usd() - before
-    assert spend.total_usd > budget * D("0.9")  # and the budget was used, not left idle
+    assert spend.total_usd > HELD_BUDGET * D("0.9")  # and the budget was used, not left idle
     (use,) = load_dashboard(runs, ["held"]).budget_uses()
     assert use.percent_used <= 100
+
+
+def test_a_shards_budget_counts_the_other_stores_spend_from_their_files_not_their_sqlite(
+    tmp_path: Path,
+) -> None:
+    """The storage contract (docs/prefect.md): a shard's budget counts what the run's other stores
+    spent from the files their owners write (ledger.parquet, progress.json), never their
+    costs.sqlite, which may be another host's. Each shard's cost store is made a non-database
+    once its execution has ended: shard 1/2 still counts 1/3's spend (outside its split), 2/2
+    counts 1/3's and 1/2's, and together they stay within the budget and use it. Before, 1/2
+    opened 1/3's costs.sqlite read-only and failed on it."""
+    runs, before = tmp_path / "runs", billed_usd()
+    shards = runs / "held" / "shards"
+
+    def unreadable(step: str) -> None:
+        folder = shards / step.replace("/", "-of-")
+        for name in ("costs.sqlite-wal", "costs.sqlite-shm"):
+            (folder / name).unlink(missing_ok=True)
+        (folder / "costs.sqlite").write_bytes(b"not a database: opening it would fail")
+
+    run_in_order(held_manifest(tmp_path), runs, ("1/3", "1/2", "2/2"), after=unreadable)
+
+    assert_the_budget_held_and_was_used(runs, before)  # (1/2 and 2/2 not counting 1/3: 7/6 of it)
+
+
+def test_a_sibling_executing_now_counts_at_the_most_its_execution_may_reach(tmp_path: Path) -> None:
+    """A sibling's progress file is seconds old while it executes (and a killed one's leaves out its
+    last seconds): the budget counts it at the ceiling its execution wrote there (its share less
+    what it counted of the others), not at its figures. Shard 1/2 started before the run's own
+    store spent 4 of 10 USD, so it may spend its whole share of 5; shard 2/2 may then spend 1, not 3."""
+    from relaybatch.costs.run_budgets import spent_beside
+    from relaybatch.engine.progress import KindTotals
+    from relaybatch.engine.spend import SpendFigures
+    from relaybatch.run.progress_file import ProgressFile
+
+    class Nowhere:
+        def update(self, snapshot: Snapshot) -> None: ...
+        def finish(self, snapshot: Snapshot) -> None: ...
+
+    def progress(paths: RunPaths, money: SpendFigures) -> None:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        kinds = {"chat": KindTotals(10, 10, {})}
+        snapshot = Snapshot({}, 1, 0, 1.0, None, None, kinds=kinds, money=money)
+        ProgressFile(Nowhere(), paths).update(snapshot)
+
+    run = RunPaths(tmp_path / "big")
+    progress(run, SpendFigures(D(4), D(0), D(0), None))  # the run's own store: 4 USD, ended
+    sibling = Shard(1, 2).paths(run)
+    ceilings = (("j", D(2)),)
+    progress(sibling, SpendFigures(D(1), D(0), D("0.5"), D(5), job_ceilings=ceilings))  # 1.5 so far
+    mine = Shard(2, 2).paths(run)
+    share = Budgets(run_usd=D(5), job_usd={"j": D(2)})
+
+    counted, by_job = spent_beside(mine.root, share)
+
+    # 4 outside takes 2 of each share: 3 left each. 1/2 may reach 5, 2 past its 3: 2 + 2 counted.
+    assert counted == D(4) and share.run_usd - counted == D(1)
+    assert by_job == {"j": D(0)}  # its job's ceiling (2) is within 2/2's allowance for the job (2)
+    assert not (mine.root / "costs.sqlite").exists() and not (sibling.root / "costs.sqlite").exists()
 
 
 def test_no_order_of_executions_of_a_run_and_its_shards_passes_the_budget() -> None:
@@ -290,3 +367,26 @@ def test_with_no_budget_counting_them_a_store_opens_no_other_cost_store(
     (theirs.cost_store).write_bytes(b"not a database: opening it would fail")
     assert spent_beside(mine.root, Budgets(job_usd={"docs": D("1")})) == (D(0), {})
     assert opened == []
+
+
+def test_an_execution_writes_its_ceiling_before_its_first_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's other stores count an execution going on at the ceiling in its progress file: it is
+    there, live, before the execution reserves (and so sends) its first call."""
+    from relaybatch.costs.guard import RunSpendGuard
+    from relaybatch.folder_progress import read_progress
+
+    seen: list[object] = []
+    reserve = RunSpendGuard.reserve
+
+    def first_reserve(guard: RunSpendGuard, call: Any) -> bool:
+        if not seen:
+            seen.append(read_progress(RunPaths(guard.store.path.parent)))
+        return reserve(guard, call)
+
+    monkeypatch.setattr(RunSpendGuard, "reserve", first_reserve)
+    run_in_order(held_manifest(tmp_path), tmp_path / "runs", ("1/2",))
+
+    (progress,) = seen
+    assert progress is not None and progress.live and progress.ceiling_usd == HELD_BUDGET / 2
