@@ -149,11 +149,12 @@ def folder_spent(folder: Path) -> Spend:
     bring the store to under the budgets it enforces (its share less what it counted of the
     others, the run's and each job's: ``ceiling_usd``). The larger counts: for a store executing
     now, or whose execution was killed before it let go, that ceiling (its figures may be seconds
-    old, and a killed one's leave out its last seconds), so a sibling's spend is never counted
-    below what it can reach before it lets go. A shard of the same split as the reader has a
-    ceiling within the reader's allowance when nothing outside their split spent since it
-    started, and then costs the reader nothing (``counted_beside``). A store without a budget of
-    its own has no ceiling: its figures count as they stand."""
+    old, and a killed one's leave out its last seconds; the run layer writes a killed one's files
+    again exactly before an execution counts it: run/handoff.py ``fresh_spend_files``), so a
+    sibling's spend is never counted below what it can reach before it lets go. A shard of the
+    same split as the reader has a ceiling within the reader's allowance when nothing outside
+    their split spent since it started, and then costs the reader nothing (``counted_beside``).
+    A store without a budget of its own has no ceiling: its figures count as they stand."""
     total, by_job = ledger_spent(folder / LEDGER_NAME)
     progress = read_progress(RunPaths(folder))
     if progress is None:

@@ -556,6 +556,11 @@ async def open_run(
 
     with CheckpointStore(paths.checkpoint) as store:
         saved = store.run_settings()
+        limits = budgets(saved)
+        if limits.run_usd is not None or limits.job_usd:  # they count the run's other stores
+            from relaybatch.run.handoff import fresh_spend_files
+
+            fresh_spend_files(paths)
         rpm = saved.get("rate_limit_rpm")
         limiter, bucket = await run_limiter(shared_limit, int(rpm) if rpm else None)
         async with contextlib.AsyncExitStack() as stack:
@@ -563,7 +568,7 @@ async def open_run(
                 settings = settings or entry_settings(base_url=base_url)
                 client = await stack.enter_async_context(open_client(settings, limiter))
             guard = await stack.enter_async_context(
-                spend_guard_for_run(store, client, budgets=budgets(saved), providers=saved.get("providers"))
+                spend_guard_for_run(store, client, budgets=limits, providers=saved.get("providers"))
             )
             run_settings = engine_settings(saved, cancel_remote_on_stop)
             # The budgets and render caps the Prefect server holds, when it holds any (fleet/setup.py).

@@ -390,3 +390,49 @@ def test_an_execution_writes_its_ceiling_before_its_first_call(
 
     (progress,) = seen
     assert progress is not None and progress.live and progress.ceiling_usd == HELD_BUDGET / 2
+
+
+def test_a_store_killed_before_it_let_go_counts_what_it_spent_once_its_files_are_written_again(
+    tmp_path: Path,
+) -> None:
+    """A killed execution leaves its ceiling in the progress file (its figures miss its last
+    seconds). Before an execution whose budget counts it, its files are written again exactly
+    under its lock for a moment (run/handoff.py ``fresh_spend_files``): it then counts what it
+    spent, not its whole share. While a process holds its lock it is left: the ceiling stands."""
+    from relaybatch.costs.run_budgets import ledger_spent, spent_beside
+    from relaybatch.engine.progress import KindTotals
+    from relaybatch.engine.spend import SpendFigures
+    from relaybatch.run.handoff import fresh_spend_files
+    from relaybatch.run.locking import holding
+    from relaybatch.run.progress_file import ProgressFile
+
+    runs = tmp_path / "runs"
+    path = held_manifest(tmp_path)
+    manifest = yaml.safe_load(path.read_text())
+    manifest["jobs"][0]["items"] = manifest["jobs"][0]["items"][:12]  # far from a share's worth
+    path.write_text(yaml.safe_dump(manifest))
+    run_in_order(path, runs, ("1/2",))
+    run = RunPaths(runs / "held")
+    shard = Shard(1, 2).paths(run)
+    spent, _ = ledger_spent(shard.ledger)
+    assert D(0) < spent < HELD_BUDGET / 2
+
+    class Nowhere:
+        def update(self, snapshot: Snapshot) -> None: ...
+        def finish(self, snapshot: Snapshot) -> None: ...
+
+    # Killed mid-execution: its last progress write, live, with its ceiling (its whole share).
+    money = SpendFigures(spent / 2, D(0), D(0), HELD_BUDGET / 2)
+    snapshot = Snapshot({}, 1, 0, 1.0, None, None, kinds={"chat": KindTotals(6, 6, {})}, money=money)
+    ProgressFile(Nowhere(), shard).update(snapshot)
+    whole = Budgets(run_usd=HELD_BUDGET)
+    assert spent_beside(run.root, whole)[0] == HELD_BUDGET / 2
+
+    with holding(shard.root, "executing shard 1/2", "wait"):  # executing now (its lock held)
+        fresh_spend_files(run)
+    assert spent_beside(run.root, whole)[0] == HELD_BUDGET / 2
+
+    fresh_spend_files(run)
+
+    assert spent_beside(run.root, whole)[0] == spent  # what it spent, exactly
+    assert spent_beside(run.root, Budgets(run_usd=HELD_BUDGET, job_usd={"j": HELD_BUDGET}))[1] == {"j": spent}
