@@ -299,18 +299,30 @@ async def _price_book(
     providers: Mapping[str, str] | None,
 ) -> PriceBook:
     """The run's prices: those stored with it reused (a resumed run prices the same way), the rest
-    of every (job, kind, model) priced by route fetched and stored."""
+    of every (job, kind, model) priced by route fetched and stored.
+
+    The look-ups go out together (they are an execution's first requests, before anything is sent:
+    one after the other, each model's would add a round trip to the wait). Whichever fails first in
+    (job, kind, model) order is the error raised, so it is the same on every try."""
+    import asyncio
+
     book = PriceBook(lambda model, provider: fetch_pricing(client, model, provider))
     for model, provider, pricing in store.saved_prices():
         book.put(parse_pricing(pricing, model=model), provider)
+    wanted: dict[tuple[str, str | None], str] = {}  # (model, provider) to fetch: the first job naming it
     for job, kind, model in sorted(set(calls)):
         if kind not in ROUTE_PRICED_KINDS or not model:
             continue
         provider = (providers or {}).get(job)
-        known = book.get(model, provider) is not None
-        prices = await book.load(model, provider, job=job)
-        if prices is not None and not known:
-            store.save_prices(prices, provider)
+        if book.get(model, provider) is None:
+            wanted.setdefault((model, provider), job)
+    loads = [book.load(model, provider, job=job) for (model, provider), job in wanted.items()]
+    answers = await asyncio.gather(*loads, return_exceptions=True)
+    for (_, provider), answer in zip(wanted, answers, strict=True):
+        if isinstance(answer, BaseException):
+            raise answer
+        if answer is not None:
+            store.save_prices(answer, provider)
     return book
 
 

@@ -325,3 +325,45 @@ async def test_progress_report_and_dashboard_split_known_and_unknown_by_one_rule
     assert report.unknown_usd == D("0.45")
     assert (live.spent_usd, live.unknown_usd) == (report.known_usd, report.unknown_usd)
     assert (dashboard.known_usd, dashboard.unknown_usd) == (report.known_usd, report.unknown_usd)
+
+
+async def test_the_price_look_ups_go_out_together_and_the_first_failure_in_order_is_raised(
+    tmp_path: Path,
+) -> None:
+    """An execution's price look-ups are its first requests: made one after the other, each model's
+    adds a round trip before anything is sent. Each look-up here waits until both have been asked."""
+    import asyncio
+
+    both_asked = asyncio.Event()
+    other = {"data": {**CHAT["data"], "id": "other-model"}}
+
+    @dataclass
+    class Together(FakePricingClient):
+        async def get_pricing(self, model: str, provider: str | None = None) -> Any:
+            self.asked.append((model, provider))
+            if len(self.asked) == 2:
+                both_asked.set()
+            await asyncio.wait_for(both_asked.wait(), 5)  # one after the other: TimeoutError
+            answer = self.answers[model]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    calls = [("a", "chat", "chat-model"), ("b", "chat", "other-model"), ("c", "chat", "chat-model")]
+    client = Together({"chat-model": CHAT, "other-model": other})
+    guard = await open_spend_guard(tmp_path, client, calls)
+    assert sorted(client.asked) == [("chat-model", None), ("other-model", None)]  # each model once
+    assert len(list(guard.store.saved_prices())) == 2  # both stored with the run
+    guard.close()
+
+    both_asked.clear()
+    failing = Together(
+        {
+            "chat-model": Conflict(409, None, "different", body={"error": {"message": "x (p, q)"}}),
+            "other-model": ServerError(500, "api_error", "down"),
+        }
+    )
+    with pytest.raises(
+        PricingError, match=r"job 'a'"
+    ):  # job a's model fails first in (job, kind, model) order
+        await open_spend_guard(tmp_path / "again", failing, calls)

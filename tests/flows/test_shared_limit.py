@@ -67,7 +67,7 @@ def test_bad_sizes_are_user_errors(values: dict[str, int], message: str) -> None
         SharedLimit(**values)  # type: ignore[arg-type]
 
 
-async def test_one_lease_per_block_and_every_request_passes_the_local_limiter() -> None:
+async def test_leases_start_at_one_token_and_double_to_a_block_past_the_local_limiter() -> None:
     lease, local = FakeLease(), RecordingLocal()
     limiter = SharedLimiter(SharedLimit(rpm=600, block=5), lease, local=local)
 
@@ -75,24 +75,44 @@ async def test_one_lease_per_block_and_every_request_passes_the_local_limiter() 
         await limiter.acquire("submit")
     await limiter.acquire("poll")
 
-    assert lease.calls == [5, 5, 5]
-    assert limiter.tokens_held == 2
+    assert lease.calls == [1, 2, 4, 5, 5]  # 1 + 2 + 4 + 5 = 12 requests, then a block for the 13th
+    assert limiter.tokens_held == 4
     assert local.acquired == ["submit"] * 12 + ["poll"]
     limiter.observe(429, {"retry-after": "1"})
     assert local.observed == [429]
 
 
-async def test_tokens_held_too_long_are_dropped_not_spent_later() -> None:
+async def test_tokens_held_too_long_are_dropped_not_spent_later_and_the_next_lease_is_sized_to_the_use() -> (
+    None
+):
     lease, clock = FakeLease(), FakeClock()
-    limit = SharedLimit(rpm=600, block=5)
+    limit = SharedLimit(rpm=600, block=8)
     limiter = SharedLimiter(limit, lease, clock=clock)
 
-    await limiter.acquire()
+    for _ in range(1 + 2 + 4 + 1):  # leases of 1, 2, 4, then 8 of which 1 is used
+        await limiter.acquire()
     clock.now += limit.token_ttl + 0.1
+    await limiter.acquire()  # the 7 left are too old: dropped, and a lease of twice the 1 used taken
     await limiter.acquire()
 
-    assert lease.calls == [5, 5]
-    assert limiter.tokens_dropped == 4
+    assert lease.calls == [1, 2, 4, 8, 2]
+    assert limiter.tokens_dropped == 7
+    assert limiter.tokens_held == 0
+
+
+async def test_a_process_sending_little_keeps_leasing_little() -> None:
+    """One request per lease period (a few polls): each lease gives out one token and drops the
+    rest, so the next asks for two, never a whole block of room the others could have used."""
+    lease, clock = FakeLease(), FakeClock()
+    limit = SharedLimit(rpm=1200)
+    limiter = SharedLimiter(limit, lease, clock=clock)
+
+    for _ in range(6):
+        await limiter.acquire("poll")
+        clock.now += limit.token_ttl + 0.1
+
+    assert lease.calls == [1, 2, 2, 2, 2, 2]
+    assert limit.block_size == 10
 
 
 async def test_concurrent_waiters_share_one_lease() -> None:
@@ -109,8 +129,8 @@ async def test_concurrent_waiters_share_one_lease() -> None:
     gate.set()
     await asyncio.gather(*waiters)
 
-    assert calls == [4]
-    assert limiter.tokens_held == 0
+    assert calls == [1, 2, 4]  # the first waiter's 1, the next two share 2, the last leases 4
+    assert limiter.tokens_held == 3
 
 
 async def test_while_the_server_is_away_polls_pass_and_billed_sends_wait_for_it(
