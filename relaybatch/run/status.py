@@ -32,6 +32,7 @@ from relaybatch.engine.states import (
     UNCERTAIN,
 )
 from relaybatch.engine.store import CheckpointStore
+from relaybatch.errors import UserError
 from relaybatch.folder_progress import FolderProgress, read_progress
 from relaybatch.run.locking import Holder, holder_of
 from relaybatch.run.views import RunMoney, run_money
@@ -296,11 +297,23 @@ def resume_command(store: CheckpointStore, run_name: str) -> str:
     if manifest is None:
         return "relaybatch run MANIFEST (the manifest this run was made from)"
     command = ["relaybatch", "run", manifest[0]]
-    if run_name != store.run_name():
+    if run_name != store.run_name() or run_name != _manifest_run_name(Path(manifest[0])):
+        # Named on the command line (`--run-name`): the manifest alone would run another run.
         command += ["--run-name", run_name]
     # The store sits at RUNS/NAME/checkpoint.sqlite: a run outside the default runs folder
     # resumes only with that folder named, or the command would start a new run elsewhere.
     return shlex.join(command + runs_dir_options(store.path.parent.parent))
+
+
+def _manifest_run_name(path: Path) -> str | None:
+    """The run the manifest alone names (its `run.name`, else its file name); None when it cannot
+    be read now (moved, edited into an invalid one)."""
+    from relaybatch.manifests import run_name_for  # the manifest's parser, only when asked
+
+    try:
+        return run_name_for(path)
+    except (UserError, OSError, ValueError):
+        return None
 
 
 def runs_dir_options(runs_dir: Path) -> list[str]:

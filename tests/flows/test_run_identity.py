@@ -169,6 +169,22 @@ def test_failed_items_exit_1_and_status_gives_reasons_and_the_resume_command(tmp
         assert (store.run_settings()["concurrency"], store.run_settings()["rate_limit_rpm"]) == (2, 600)
 
 
+def test_status_resumes_a_run_named_on_the_command_line_under_its_name(tmp_path: Path) -> None:
+    """`relaybatch run FILE --run-name NAME`: the manifest alone names another run (its `run.name`,
+    else its file name), so the command `status` gives to resume NAME must name it."""
+    runs = str(tmp_path / "runs")
+    manifest = tmp_path / "mixed.csv"
+    manifest.write_text("id,model,prompt,max_tokens\nbad,relay-no-such-model,Hi.,8\n")
+
+    code, output = run("run", str(manifest), "--runs-dir", runs, "--run-name", "renamed")
+
+    assert code == 1, output
+    code, status = run("status", "renamed", "--runs-dir", runs)
+    assert code == 0, status
+    expected = f"relaybatch run {manifest.resolve()} --run-name renamed --runs-dir {Path(runs).resolve()}"
+    assert f"resume with: {expected}" in status
+
+
 @pytest.mark.parametrize("value", ["abc", "-1", "0"])
 def test_a_bad_budget_is_a_usage_error(tmp_path: Path, value: str) -> None:
     code, output = run("run", str(write_csv(tmp_path / "x.csv", 1)), "--budget", value)
