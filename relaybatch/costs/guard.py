@@ -1,12 +1,14 @@
 """The run's spend guard: the engine's spend seam (docs/engine.md) backed by budget and ledger.
 
-``reserve`` prices the call's worst case and asks the budget; ``settle`` prices the real usage,
-queues the ledger row and turns the reservation into spend; ``commit`` makes the queued rows
-durable in one transaction (the engine calls it just before each checkpoint commit, so a row is
-never durable later than the item state it explains, and a busy run pays one ledger commit per
-group instead of one per call); ``release`` gives a reservation back. ``open_spend_guard``
-fetches every price the run needs before anything is sent, so an ambiguous price (409) stops the
-run before it spends a cent.
+``reserve`` prices the call's worst case and asks the budget, and holds its reservation row until
+``sending`` (the limiter's token taken, the item about to be marked ``sending``) queues it, so a
+call that waits at the limit and never leaves is never in the ledger, even when the process dies
+there; ``settle`` prices the real usage, queues the ledger row and turns the reservation into
+spend; ``commit`` makes the queued rows durable in one transaction (the engine calls it just
+before each checkpoint commit, so a row is never durable later than the item state it explains,
+and a busy run pays one ledger commit per group instead of one per call); ``release`` gives a
+reservation back. ``open_spend_guard`` fetches every price the run needs before anything is
+sent, so an ambiguous price (409) stops the run before it spends a cent.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class RunSpendGuard:
         self.providers = dict(providers or {})
         self._started: dict[str, tuple[float, Decimal | None]] = {}
         self._queued: list[LedgerRow] = []
+        # Reservation rows of calls admitted and not yet leaving (waiting at the limit), by call key.
+        self._held: dict[str, LedgerRow] = {}
         self._released: list[str] = []  # ids of reservation rows already stored, to drop
         self._lock = threading.Lock()
         self._refusals: dict[str, Refusal] = {}  # by call key, until the engine asks why
@@ -112,8 +116,7 @@ class RunSpendGuard:
         return worst_case_usd(call.kind, call.request, self._prices(call))
 
     def reserve(self, call: Call) -> bool:
-        """Admit the call under the budget and queue its reservation row (durable with the next
-        commit, which the engine makes before it marks the item sending and sends it)."""
+        """Admit the call under the budget and hold its reservation row for ``sending``."""
         worst = self.worst_case(call)
         refusal = self.budget.reserve(call.key, call.job, worst)
         if refusal is not None:
@@ -123,8 +126,16 @@ class RunSpendGuard:
         reservation = self._row(call, None, UsageCounts(), CallCost((), "base", (IN_FLIGHT,)), worst)
         with self._lock:
             self._started[call.key] = (time.monotonic(), worst)
-            self._queued.append(replace(reservation, outcome=RESERVED))
+            self._held[call.key] = replace(reservation, outcome=RESERVED)
         return True
+
+    def sending(self, call: Call) -> None:
+        """The call is about to leave: its reservation row is queued, durable with the next commit
+        (the one that marks its item sending, or an earlier one), so before the send."""
+        with self._lock:
+            held = self._held.pop(call.key, None)
+            if held is not None:
+                self._queued.append(held)
 
     def refusal(self, call: Call) -> Refused:
         """Why ``reserve`` refused the call: the budget's scope, its message, and whether only
@@ -145,6 +156,7 @@ class RunSpendGuard:
         """``settle``, and what the budget now counts for the call (its cost, or its worst case)."""
         with self._lock:
             started, worst = self._started.pop(call.key, (None, None))
+            self._held.pop(call.key, None)  # a charge row takes its place either way
         latency = None if started is None else time.monotonic() - started
         answered_in = getattr(call, "latency_ms", None)  # BilledCall has it once the answer came
         if answered_in is not None:
@@ -205,15 +217,17 @@ class RunSpendGuard:
             raise
 
     def release(self, call: Call) -> None:
-        """The call was not charged (or never sent): its reservation row goes with the next commit."""
+        """The call was not charged (or never sent): its reservation row, if queued, goes with the
+        next commit (a row still held was never queued: nothing to drop)."""
         row_id = f"{call.key}:{_call_label(call)}"
         with self._lock:
             self._started.pop(call.key, None)
-            queued = [row for row in self._queued if row.outcome == RESERVED and row.item_key == call.key]
-            for row in queued:
-                self._queued.remove(row)
-            if not queued:
-                self._released.append(row_id)
+            if self._held.pop(call.key, None) is None:
+                queued = [row for row in self._queued if row.outcome == RESERVED and row.item_key == call.key]
+                for row in queued:
+                    self._queued.remove(row)
+                if not queued:
+                    self._released.append(row_id)
         self.budget.release(call.key)
 
     # -- helpers ----------------------------------------------------------------------------

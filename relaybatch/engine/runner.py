@@ -353,6 +353,8 @@ class Execution:
         if not taken or not self.submitting:
             self.release(call)
             return False
+        if self.spend is not None:
+            self.spend.sending(call)  # its reservation is durable with (or before) the `sending` write
         return True
 
     async def send(

@@ -5,9 +5,10 @@ The engine calls ``reserve`` before every billed submission. False: the budget s
 (``may_fit_later``: each settles at or below its worst case, so room may come back), the engine
 waits for one of them to settle and asks again; otherwise a refusal by the job's own budget stops
 only that job, a refusal by the run's budget stops the run's submissions (the item stays pending
-either way). After an admitted ``reserve`` comes exactly one of ``settle`` (the call was or
-may have been charged; ``result`` is None when the outcome is unknown) or ``release`` (the call
-was definitely not charged). ``settle`` returns the item's cost when it can price it; the engine
+either way). Once the limiter's token is taken, ``sending`` says the call is about to leave.
+After an admitted ``reserve`` comes exactly one of ``settle`` (the call was or may have been
+charged; ``result`` is None when the outcome is unknown) or ``release`` (the call was definitely
+not charged, or never left). ``settle`` returns the item's cost when it can price it; the engine
 stores it in the item's ``cost_usd`` column and adds it to the dollars shown on the progress line.
 ``commit`` runs just before every checkpoint commit, so what ``settle`` recorded is durable no
 later than the item state that follows from it.
@@ -50,6 +51,11 @@ class Refused:
 class SpendGuard(Protocol):
     def reserve(self, call: BilledCall) -> bool:
         """Hold the call's estimated cost against the budget; False refuses the call."""
+
+    def sending(self, call: BilledCall) -> None:
+        """The admitted call is about to leave (its limiter token taken): its reservation becomes
+        durable with the next ``commit``, no later than the item's ``sending``. Until then a
+        call waiting at the limit leaves nothing behind if the process dies."""
 
     def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         """The call was (or may have been) charged: turn its reservation into spend."""

@@ -488,6 +488,9 @@ class ServerBudgetGuard:
         own = self._refusals.pop(call.key, None)
         return own if own is not None else self.inner.refusal(call)
 
+    def sending(self, call: BilledCall) -> None:
+        self.inner.sending(call)
+
     def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         cost, counted = self.inner.settle_counting(call, result)
         worst = self._reserved.pop(call.key, Decimal(0))

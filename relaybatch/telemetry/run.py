@@ -283,6 +283,9 @@ class WatchedSpend:
             self.telemetry.request_started(call, reserved_for(call.key) if reserved_for else None)
         return admitted
 
+    def sending(self, call: BilledCall) -> None:
+        self.inner.sending(call)
+
     def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         cost = self.inner.settle(call, result)
         self.telemetry.request_ended(call, "charged" if result is not None else "unknown", cost, result)

@@ -171,6 +171,7 @@ async def test_release_gives_the_reservation_back(tmp_path: Path) -> None:
     refused = guard.refusal(second)  # the job's own budget: only that job holds
     assert refused.job == "job" and "job job budget of 0.0006 USD" in refused.message
     assert refused.may_fit_later  # only the first call, in flight, stands in the way
+    guard.sending(first)  # its limiter token taken: it is about to leave
     guard.commit()  # the first reservation is durable (as when the engine marks the item sending)
     assert [row["outcome"] for row in CostStore(tmp_path / "costs.sqlite").records()] == ["reserved"]
     guard.release(first)
@@ -185,15 +186,20 @@ async def test_a_reservation_left_by_a_crash_is_an_unknown_outcome_at_its_worst_
     budgets = Budgets(run_usd=D("1"))
     guard = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
     call = FakeCall("k1", "i1", "job", "chat", chat_request())
+    waiting = FakeCall("k2", "i2", "job", "chat", chat_request("still waiting for its token"))
     assert guard.reserve(call)
+    assert guard.reserve(waiting)
+    guard.sending(call)
     guard.commit()
-    worst = guard.budget.in_flight
+    worst = guard.worst_case(call)
     guard.store.close()  # the process dies here: no settle, no release, no close
 
     resumed = await open_spend_guard(tmp_path, client, [("job", "chat", "chat-model")], budgets=budgets)
     try:
+        # The call that was leaving may have been billed; the one waiting at the limit never left.
         (row,) = resumed.store.unknown_outcomes()
-        assert (row["outcome"], row["usd"], D(row["reserved_usd"])) == ("unknown", None, worst)
+        assert (row["item_key"], row["outcome"], row["usd"]) == ("k1", "unknown", None)
+        assert D(row["reserved_usd"]) == worst
         assert resumed.budget.spent == worst > 0  # counted as spent in this execution and later ones
         assert resumed.store.resolve(row["id"], D("0.0001"))
         assert resumed.store.spent()[0] == D("0.0001")

@@ -3,9 +3,10 @@ ledger agree to the cent, in total and call by call; and a tight budget stops th
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,60 @@ async def test_a_charge_is_durable_before_the_item_state_that_follows_from_it(
         reader.close()
     assert missing == []
     assert charged == 12
+
+
+class OneTokenAtATime:
+    """A limiter at its limit, without a clock: the next create's token comes when the test says."""
+
+    def __init__(self) -> None:
+        self.tokens = asyncio.Semaphore(1)
+
+    async def acquire(self, purpose: Any = "submit") -> None:
+        if purpose == "submit":
+            await self.tokens.acquire()
+
+    def observe(self, status: int, headers: Mapping[str, str], rate_limit: Any = None) -> None:
+        return None
+
+    def no_answer(self) -> None:
+        return None
+
+
+async def test_a_call_waiting_at_the_limit_leaves_no_reservation_in_the_ledger(
+    store: CheckpointStore, fast_app: Starlette
+) -> None:
+    """Every worker reserves its call's worst case, then waits for the limiter's token with its item
+    still pending. Those reservations must not reach the cost store with another item's commit: a
+    SIGKILL there would leave calls never sent as unknown outcomes (`resolve` would list them as
+    sent, and the next execution's budget would count their worst cases). So whenever an item's
+    `sending` is durable, the store holds that call's reservation and no other."""
+    from relaybatch.costs import CostStore
+
+    store.add_items(chat_items(6))
+    reader = CostStore(store.path.parent / "costs.sqlite")
+    limiter = OneTokenAtATime()
+    seen: list[tuple[str, list[str]]] = []  # (the item sent, the reservations durable then)
+
+    def check(point: str, key: str) -> None:
+        if point == "sending_committed":
+            reserved = sorted(row["item_key"] for row in reader.records() if row["outcome"] == "reserved")
+            seen.append((key, reserved))
+        elif point == "result_committed":
+            limiter.tokens.release()  # the next token: one create at a time, the others wait
+
+    async with GatewayClient(
+        "http://emulator.local",
+        SecretStr(EMULATOR_DEMO_KEY),
+        transport=httpx.ASGITransport(app=fast_app),
+        retry=RetryPolicy(max_attempts=1),
+        limiter=limiter,
+    ) as client:
+        guard = await open_spend_guard(store.path.parent, client, store.calls())
+        try:
+            summary = await execute(store, client, settings=FAST, spend=guard, hook=check)
+        finally:
+            guard.close()
+            reader.close()
+    assert summary.counts.get("done") == 6
+    assert seen == [(key, [key]) for key, _ in seen] and len(seen) == 6, seen
+    assert_reconciled(store.path.parent, fast_app)

@@ -81,6 +81,9 @@ class Budget:
         self.reserved += 1
         return True
 
+    def sending(self, call: BilledCall) -> None:
+        pass
+
     def settle(self, call: BilledCall, result: dict[str, Any] | None) -> Decimal | None:
         self.settled.append(call.key)
         return Decimal("0.001")

@@ -216,6 +216,9 @@ class _Ledger:
         self.store.counted += Decimal("0.0001")
         return True
 
+    def sending(self, call: object) -> None:
+        pass
+
     def settle_counting(self, call: object, result: object) -> tuple[Decimal, Decimal]:
         self.store.counted += Decimal("0.00004") - Decimal("0.0001")
         return Decimal("0.00004"), Decimal("0.00004")
