@@ -171,6 +171,7 @@ class OtherStores:
     def __init__(self, folders: list[RunPaths]) -> None:
         from relaybatch.run.handoff import scratch_stores
 
+        self.folders = folders
         self._scratch = contextlib.ExitStack()
         try:
             paths = self._scratch.enter_context(scratch_stores(folders))
@@ -178,6 +179,14 @@ class OtherStores:
         except BaseException:
             self._scratch.close()
             raise
+
+    def fold_into(self, store: CheckpointStore) -> int:
+        """Fold every one of them into ``store`` (``CheckpointStore.absorb``: a row is taken where it
+        has gone further); rows taken."""
+        return sum(
+            store.absorb(other.path, origin=folder.checkpoint)
+            for folder, other in zip(self.folders, self.stores, strict=True)
+        )
 
     def settled(self, keys: Sequence[str]) -> set[str]:
         found: set[str] = set()
@@ -189,10 +198,10 @@ class OtherStores:
         """Copy into ``store`` the shard's items that another store holds superseded, so its plan
         brings them back (done with their result) instead of sending them again; rows copied."""
         taken = 0
-        for other in self.stores:
+        for folder, other in zip(self.folders, self.stores, strict=True):
             keys = [key for key in other.keys_in_state(SUPERSEDED) if shard.contains(key)]
             if keys:
-                taken += store.absorb(other.path, keys=keys)
+                taken += store.absorb(other.path, keys=keys, origin=folder.checkpoint)
         return taken
 
     def lend_work(self, store: CheckpointStore, keys: Sequence[str]) -> int:
@@ -200,10 +209,10 @@ class OtherStores:
         partition takes them over: its plan then keeps what is done or paid for, brings back what
         was superseded, and sends none of them again); rows copied."""
         taken = 0
-        for other in self.stores:
+        for folder, other in zip(self.folders, self.stores, strict=True):
             found = other.keys_with_work(keys)
             if found:
-                taken += store.absorb(other.path, keys=sorted(found))
+                taken += store.absorb(other.path, keys=sorted(found), origin=folder.checkpoint)
         return taken
 
     def close(self) -> None:
@@ -225,12 +234,22 @@ def stores_beside_shard(run: RunPaths, shard: RunPaths) -> list[RunPaths]:
 
 
 def fold_shards(run: RunPaths) -> int:
-    """Fold every shard store of the run into the run's own store (rows taken)."""
-    shards = [path for path in store_paths(run) if path != run.checkpoint]
-    if not shards:
+    """Fold every shard's and partition's store of the run into the run's own store (rows taken),
+    as a shard or a partition takes the others' rows: from the handoff files their owners left
+    (``OtherStores``), never their SQLite, which may be another host's. A store changed since its
+    handoff has its files written again under its lock for a moment; while another process holds
+    that lock, RunBusy names it (run/handoff.py ``fresh_handoff``)."""
+    folders = [
+        folder for folder in run.store_folders() if folder.root != run.root and folder.checkpoint.exists()
+    ]
+    if not folders:
         return 0
-    with CheckpointStore(run.checkpoint) as store:
-        return sum(store.absorb(path) for path in shards)
+    others = OtherStores(folders)
+    try:
+        with CheckpointStore(run.checkpoint) as store:
+            return others.fold_into(store)
+    finally:
+        others.close()
 
 
 def plan_run(

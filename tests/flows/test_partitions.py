@@ -427,3 +427,74 @@ def test_status_report_and_dashboard_read_shards_from_their_files(tmp_path: Path
     assert (runs / "bulk" / "dashboard.html").is_file()
     finished = sum(count for _, count in load_spend(runs, ["bulk"]).activity.finished_per_minute)
     assert finished == 12  # the done events of both shards
+
+
+def split_stores(manifest: Path, runs: Path, how: str) -> list[Path]:
+    """The run's items done by its shards (``--shard I/2``) or partitions (``--partition I/3``);
+    their store folders."""
+    if how == "shards":
+        for index in (1, 2):
+            code, output = run("run", str(manifest), "--shard", f"{index}/2", "--runs-dir", str(runs))
+            assert code == 0, output
+    else:
+        run_partitions(manifest, str(runs), 3)
+    return sorted((runs / "bulk" / "shards").iterdir())
+
+
+@pytest.mark.parametrize("how", ["shards", "partitions"])
+def test_an_unsharded_run_folds_the_shards_and_partitions_from_their_handoff_files(
+    tmp_path: Path, how: str
+) -> None:
+    """An unsharded run folds every shard's and partition's rows into the run's store from the
+    files their owners wrote (here their stores are not even databases any more); one whose store
+    changed since (an execution killed before it let go) has them written again under its lock for
+    a moment first."""
+    from relaybatch.run.handoff import current_handoff
+    from relaybatch.run_folder import RunPaths
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(12))
+    folders = split_stores(manifest, runs, how)
+    with CheckpointStore(folders[-1] / "checkpoint.sqlite") as store:  # written since it let go
+        store.save_run("bulk", store.run_settings())
+    assert current_handoff(RunPaths(folders[-1])) is None
+    unreadable_stores(folders[:-1])
+    before = chats_sent()
+
+    code, output = run("run", str(manifest), "--runs-dir", str(runs))
+
+    assert code == 0, output
+    assert chats_sent() == before  # every row came from the stores folded in
+    assert done_in(runs / "bulk") == 12
+    assert result_ids(runs / "bulk" / "results" / "bulk.parquet") == sorted(f"p{n}" for n in range(12))
+    assert current_handoff(RunPaths(folders[-1])) is not None
+
+
+def test_an_unsharded_run_is_refused_while_another_process_holds_a_changed_partition(tmp_path: Path) -> None:
+    """A partition whose store changed since its handoff and whose lock another process holds (its
+    execution, on any host) cannot be folded: the run is refused naming that holder, sends nothing."""
+    import fcntl
+    import json
+
+    runs = tmp_path / "runs"
+    manifest = write_csv(tmp_path / "bulk.csv", range(9))
+    folders = split_stores(manifest, runs, "partitions")
+    with CheckpointStore(folders[1] / "checkpoint.sqlite") as store:
+        store.save_run("bulk", store.run_settings())
+    holder = {"activity": "executing partition 2/3 of run 'bulk'", "pid": 4242, "host": "host-b"}
+    lock = folders[1] / "execution.lock"
+    lock.write_text(json.dumps(holder))
+    before = chats_sent()
+    descriptor = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as host-b's execution holds it
+        code, output = run("run", str(manifest), "--runs-dir", str(runs))
+    finally:
+        os.close(descriptor)
+
+    assert code == 1, output
+    assert "executing partition 2/3 of run 'bulk': pid 4242 on host-b" in output, output
+    assert "run this command again once it has ended" in output and "Traceback" not in output, output
+    assert chats_sent() == before
+    assert run("run", str(manifest), "--runs-dir", str(runs))[0] == 0  # once it has let go
+    assert chats_sent() == before and done_in(runs / "bulk") == 9

@@ -38,7 +38,7 @@ _FURTHER_SQL = (
 class Absorbing(Planning, RunRecord):
     """``absorb``: a shard's rows taken where they have gone further."""
 
-    def absorb(self, other: Path, keys: Sequence[str] | None = None) -> int:
+    def absorb(self, other: Path, keys: Sequence[str] | None = None, origin: Path | None = None) -> int:
         """Fold another store of the same run (a shard's) into this one; returns the rows taken.
         With ``keys``, only those items' rows (a shard takes items superseded elsewhere that its
         plan then brings back, instead of sending them again).
@@ -46,7 +46,8 @@ class Absorbing(Planning, RunRecord):
         Not a move of the state machine: the other store's record of an item replaces this
         store's copy only when this one is missing, pending or failed and the other has gone
         further (``_FURTHER_SQL``). Events stay in the other store (reports read both). Folding the
-        same stores again takes nothing (0): a row taken once is then this store's own."""
+        same stores again takes nothing (0): a row taken once is then this store's own. ``origin``:
+        the store that ``other`` is a scratch copy of (run/handoff.py), which the fold's event names."""
         self.db.execute("attach database ? as other", [str(other)])
         try:
             theirs = {
@@ -69,7 +70,7 @@ class Absorbing(Planning, RunRecord):
                     # A run event: rows changed without events of their own (change_mark moves).
                     self.db.execute(
                         "insert into events (item, state, detail, at) values (null, 'absorbed', ?, ?)",
-                        [json.dumps({"store": str(other), "rows": taken}), now_ms()],
+                        [json.dumps({"store": str(origin or other), "rows": taken}), now_ms()],
                     )
                 if self.manifest() is None:
                     row = self.db.execute(
