@@ -184,7 +184,9 @@ def resolve(
     its shards', or settle one from the gateway's bill in the store that has it."""
     import contextlib
 
+    from relaybatch.costs.report import opens_stores
     from relaybatch.costs.terminal import list_unknown, settle_unknown
+    from relaybatch.run.handoff import fresh_spend_files
     from relaybatch.run.locking import RESOLVE_ADVICE, holder_of, holding, what_runs_in
     from relaybatch.run_folder import RunPaths
     from relaybatch.settings import run_paths
@@ -194,14 +196,24 @@ def resolve(
         folder.checkpoint.exists() for folder in paths.shard_folders()
     ):  # shards alone need no merge first
         paths.require_existing()
+    # Shards and partitions are read from their ledger.parquet (never another host's SQLite): one
+    # whose execution was killed before it wrote it has it written now, under its lock for a moment.
+    fresh_spend_files(paths, unrecorded=True)
     if call is None:
-        # Listing only reads (read-only stores): it needs no lock and lists beside an execution.
+        # Listing only reads (read-only stores, files): it needs no lock and lists beside an execution.
         for folder in list_unknown(console, paths.root, store):
             holder = holder_of(folder)
-            if holder is not None and not (holder.momentary or holder.merging):  # calls in flight
+            if holder is None or holder.momentary or holder.merging:
+                continue
+            if opens_stores(folder):  # read as it stands: its calls in flight too
                 console.print(
                     f"executing now: {holder.describe()}; calls it has in flight are listed too and "
                     "settle when they answer"
+                )
+            else:
+                console.print(
+                    f"executing now: {holder.describe()}; its calls are listed as of its last "
+                    "execution's end (its ledger.parquet): list them again once it has ended"
                 )
         return
 

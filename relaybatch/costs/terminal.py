@@ -21,6 +21,7 @@ from relaybatch.costs.report import (
     RunSpend,
     display_usd,
     load_spend,
+    opens_stores,
     run_folders,
     store_folders,
 )
@@ -279,10 +280,16 @@ def cost_folders(run_dir: Path, only: str | None = None) -> list[Path]:
 
 
 def _unknown_rows(folder: Path) -> list[dict[str, Any]]:
-    """A store's unknown outcomes (its calls in flight too), read-only: it takes no write lock and
-    migrates nothing, so it needs no folder lock and reads beside an execution."""
-    from relaybatch.costs.ledger import CostStore
+    """A store's unknown outcomes (calls left in flight too). The run's own folder's from its cost
+    store, read-only (it takes no write lock and migrates nothing, so it needs no folder lock and
+    reads beside an execution: its calls in flight too); a shard's or partition's, and the run's
+    while an execution on another host holds it, from the ``ledger.parquet`` its owner wrote when
+    it let go (``opens_stores``: never another host's SQLite; the caller has that file written
+    again first where an execution was killed before it could, run/handoff.py ``fresh_spend_files``)."""
+    from relaybatch.costs.ledger import CostStore, unknown_outcomes_in
 
+    if not opens_stores(folder):
+        return unknown_outcomes_in(folder / LEDGER_NAME)
     reader = CostStore.open_read_only(folder / COST_STORE_NAME)
     if reader is None:
         return []
@@ -302,7 +309,7 @@ def list_unknown(console: Console, run_dir: Path, only: str | None = None) -> li
     for folder in folders:
         # Listing only reads: an open for writing took SQLite's write lock beside the execution's
         # commits (and died with "database is locked" after 10 s of one) and migrated an older
-        # layout under the folder lock's holder.
+        # layout under the folder lock's holder. A shard's or partition's from its files.
         for row in _unknown_rows(folder):
             worst = display_usd(Decimal(row["reserved_usd"] or 0))
             label = store_label(run_dir, folder)
@@ -335,22 +342,23 @@ def settle_unknown(
         + " (list them: relaybatch resolve RUN)"
     )
     folder = _store_of(run_dir, folders, row_id, missing)
-    item_key = next(row["item_key"] for row in _unknown_rows(folder) if row["id"] == row_id)
     item_state: str | None = None
-    with hold(folder):
+    with hold(folder):  # the folder's one host now: its cost store is read and written here
         store = CostStore(folder / COST_STORE_NAME)
         try:
             # Under the folder's lock no execution of this store is alive: a reservation still open
             # is a call a dead one left in flight, an unknown outcome (as its next execution would
             # record it), and it can be settled now.
             converted = store.reservations_to_unknown()
-            settled = store.resolve(row_id, amount)
+            unknown = store.unknown_outcomes()
+            item_key = next((row["item_key"] for row in unknown if row["id"] == row_id), None)
+            settled = item_key is not None and store.resolve(row_id, amount)
             if converted or settled:
                 write_ledger(store, folder / LEDGER_NAME)
             open_calls = [row for row in store.unknown_outcomes() if row["item_key"] == item_key]
         finally:
             store.close()
-        if settled and not open_calls:
+        if settled and item_key is not None and not open_calls:
             item_state = _settle_item(folder, item_key, amount)
     if not settled:
         raise missing

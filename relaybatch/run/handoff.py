@@ -203,37 +203,43 @@ def fresh_handoff(paths: RunPaths) -> Handoff:
         return current_handoff(paths) or write_handoff(paths)
 
 
-def fresh_spend_files(paths: RunPaths) -> None:
+def fresh_spend_files(paths: RunPaths, unrecorded: bool = False) -> None:
     """Before an execution of the store at ``paths`` whose budget counts the run's other stores
-    (costs/run_budgets.py ``folder_spent``): each other store whose execution was killed before it
-    let go (its progress file still written by that execution, its lock free) gets its
-    ``ledger.parquet`` and ``progress.json`` written exactly from its stores, under its lock for a
-    moment (which makes this host its one host, as for ``fresh_handoff``), so it counts what it
-    spent rather than the ceiling that execution wrote. A store whose lock is held (an execution
-    going on, on any host) is left as it is: its ceiling stands."""
+    (costs/run_budgets.py ``folder_spent``), or `relaybatch resolve` listing their calls: each other
+    store whose execution was killed before it let go (its progress file still written by that
+    execution, its lock free) gets its ``ledger.parquet`` and ``progress.json`` written exactly from
+    its stores, under its lock for a moment (which makes this host its one host, as for
+    ``fresh_handoff``), so it counts what it spent rather than the ceiling that execution wrote,
+    and lists the calls it left in flight. A store whose lock is held (an execution going on, on
+    any host) is left as it is: its ceiling stands. With ``unrecorded``, a cost store with no
+    progress file beside it (kept by a version before progress files) gets its ledger written too
+    (a ledger already current is kept: ``write_ledger``)."""
     from relaybatch.costs import CostStore, write_ledger
     from relaybatch.folder_lock import lock_holder
     from relaybatch.folder_progress import read_progress
     from relaybatch.run.locking import RunBusy
     from relaybatch.run.progress_file import write_exact
 
-    def killed(folder: RunPaths) -> bool:
+    def stale(folder: RunPaths) -> bool:
         progress = read_progress(folder)
-        return progress is not None and progress.live and folder.checkpoint.exists()
+        if progress is None:
+            return unrecorded and folder.cost_store.exists()
+        return progress.live and folder.checkpoint.exists()
 
     for folder in RunPaths(paths.run_root).store_folders():
-        if folder.root == paths.root or not killed(folder) or lock_holder(folder.lock) is not None:
+        if folder.root == paths.root or not stale(folder) or lock_holder(folder.lock) is not None:
             continue
         activity = f"writing the spend files of {what_runs_in(folder)}"
         with contextlib.suppress(RunBusy), holding(folder.root, activity, REFRESH_ADVICE, momentary=True):
-            if killed(folder):  # not let go since (its owner may have run again meanwhile)
+            if stale(folder):  # not let go since (its owner may have run again meanwhile)
                 if folder.cost_store.exists():
                     costs = CostStore(folder.cost_store)
                     try:
                         write_ledger(costs, folder.ledger)
                     finally:
                         costs.close()
-                write_exact(folder)  # last: a reader finding it exact finds the ledger written
+                if read_progress(folder) is not None:
+                    write_exact(folder)  # last: a reader finding it exact finds the ledger written
 
 
 def _schema() -> Any:

@@ -364,6 +364,74 @@ def test_listing_unknown_outcomes_only_reads_the_store(tmp_path: Path) -> None:
         connection.close()
 
 
+def _shard_let_go_with_an_unknown_call(folder: Path, item_key: str) -> None:
+    """A shard's store folder as its owner leaves it: checkpoint and cost store (one call sent with
+    no answer recorded, ``<item_key>:attempt-1``), its ledger.parquet and its exact progress.json."""
+    from relaybatch.engine import CheckpointStore
+    from relaybatch.run.progress_file import write_exact
+    from relaybatch.run_folder import RunPaths
+
+    folder.mkdir(parents=True)
+    CheckpointStore(folder / "checkpoint.sqlite").close()
+    store = CostStore(folder / "costs.sqlite")
+    try:
+        store.record(unknown_video_row("clips", item_key, item_key, call="attempt-1"))
+        write_ledger(store, folder / "ledger.parquet")
+    finally:
+        store.close()
+    write_exact(RunPaths(folder))
+
+
+def test_resolve_lists_the_calls_of_shards_from_their_ledger_files_without_opening_their_stores(
+    tmp_path: Path,
+) -> None:
+    """`relaybatch resolve RUN` lists a shard's or partition's calls from the ledger.parquet its owner
+    wrote when it let go, never its SQLite (another host's, perhaps: here not even a database); a
+    shard whose execution was killed before it wrote them has them written again first, under its
+    lock for a moment, so the calls that execution left are listed too; one executing now (its lock
+    held) is listed as of its last end, and the listing says so."""
+    import fcntl
+    import json
+    import os
+
+    run_dir = tmp_path / "demo"
+    gone, killed = run_dir / "shards" / "1-of-2", run_dir / "shards" / "2-of-2"
+    _shard_let_go_with_an_unknown_call(gone, "kv1")
+    _shard_let_go_with_an_unknown_call(killed, "kv2")
+    store = CostStore(killed / "costs.sqlite")
+    try:  # a later execution, killed with a call sent: its ledger and progress not written since
+        store.record(unknown_video_row("clips", "kv3", "kv3", call="attempt-1"))
+    finally:
+        store.close()
+    progress = json.loads((killed / "progress.json").read_text())
+    (killed / "progress.json").write_text(json.dumps({**progress, "live": True}))
+    for name in ("checkpoint.sqlite", "costs.sqlite"):
+        (gone / name).write_bytes(b"not a database: opening it would fail")
+
+    listed = CliRunner().invoke(app, ["resolve", "demo", "--runs-dir", str(tmp_path)], terminal_width=200)
+
+    assert listed.exit_code == 0, listed.output
+    assert "3 call(s) sent with no answer recorded" in listed.output, listed.output
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in listed.output.splitlines()
+        if line.count("│") > 3 and "attempt-1" in line
+    }
+    assert rows == {"kv1:attempt-1": "1/2", "kv2:attempt-1": "2/2", "kv3:attempt-1": "2/2"}, listed.output
+    assert not json.loads((killed / "progress.json").read_text())["live"]  # written exactly
+
+    holder = {"activity": "executing shard 1/2 of run 'demo'", "pid": 4242, "host": "host-b"}
+    (gone / "execution.lock").write_text(json.dumps(holder))
+    descriptor = os.open(gone / "execution.lock", os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as host-b's execution holds it
+        busy = CliRunner().invoke(app, ["resolve", "demo", "--runs-dir", str(tmp_path)], terminal_width=400)
+    finally:
+        os.close(descriptor)
+    assert busy.exit_code == 0 and "3 call(s) sent with no answer recorded" in busy.output, busy.output
+    assert "pid 4242 on host-b; its calls are listed as of its last execution's end" in busy.output
+
+
 def test_resolve_names_the_stores_of_a_call_id_found_in_several_and_settles_the_one_named(
     tmp_path: Path,
 ) -> None:

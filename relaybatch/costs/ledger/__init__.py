@@ -32,6 +32,7 @@ from relaybatch.costs.ledger.export import (
     charged_calls_in,
     ledger_table,
     read_ledger,
+    unknown_outcomes_in,
     write_ledger,
 )
 from relaybatch.costs.ledger.layout import SCHEMA_VERSION, TEXT_ID_COLUMNS
@@ -82,5 +83,6 @@ __all__ = [
     "ledger_table",
     "read_ledger",
     "unknown_amount",
+    "unknown_outcomes_in",
     "write_ledger",
 ]

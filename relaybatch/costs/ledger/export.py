@@ -119,6 +119,27 @@ def read_ledger(path: Path, columns: Sequence[str], since: str = "") -> Iterator
             yield record
 
 
+def unknown_outcomes_in(ledger: Path) -> list[dict[str, Any]]:
+    """``CostStore.unknown_outcomes`` from a ledger Parquet file: its rows whose outcome is unknown
+    or reserved (a call left in flight), in the file's order (oldest first), each with its ``id``
+    (``<item key>:<call>``) and the columns `relaybatch resolve` lists. Only those rows are kept
+    (memory stays flat whatever the ledger's size). No file: none."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from relaybatch.costs.ledger.rows import RESERVED, UNKNOWN
+
+    if not ledger.is_file():
+        return []
+    outcomes = pa.array([UNKNOWN, RESERVED])
+    columns = ["item_key", "call", "job", "item_id", "model", "reserved_usd", "outcome", "charged_at"]
+    found: list[dict[str, Any]] = []
+    for batch in pq.ParquetFile(ledger).iter_batches(columns=columns):
+        for row in batch.filter(pc.is_in(batch.column("outcome"), outcomes)).to_pylist():
+            found.append({"id": f"{row['item_key']}:{row['call']}", **row})
+    return found
+
+
 def charged_calls_in(ledger: Path, item_keys: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``CostStore.charged_calls`` from a ledger Parquet file: for each of ``item_keys`` with a
     charge there (charged, or itself reused), the last one's call, model, provider and remote id.
