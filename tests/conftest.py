@@ -89,6 +89,29 @@ async def client(emulator_app: Starlette) -> AsyncIterator[GatewayClient]:
         yield gateway_client
 
 
+HARNESS_GROUP = "prefect-harness"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """How pytest-xdist shares the suite out (addopts: `--dist loadgroup`): a test module is one unit,
+    so a module-scoped fixture (a Prefect server, an emulator) starts on one worker only, and every
+    module with a test on the session's `prefect_harness` is one unit, so one worker starts that
+    server, not each. On a worker, the units with slow tests come first: the minutes-long ones
+    overlap from the start instead of ending the run alone. Runs before xdist reads the groups."""
+    harness_modules = {item.path for item in items if "prefect_harness" in item.fixturenames}
+    units: dict[str, str] = {}
+    slow_units: set[str] = set()
+    for item in items:
+        unit = HARNESS_GROUP if item.path in harness_modules else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(unit))
+        units[item.nodeid] = unit
+        if item.get_closest_marker("slow") is not None:
+            slow_units.add(unit)
+    if hasattr(config, "workerinput"):  # the order the controller hands units out in
+        items.sort(key=lambda item: units[item.nodeid] not in slow_units)  # stable: kept within a unit
+
+
 def _child_pids() -> set[int]:
     """Live child processes of this test process, read from /proc (Linux)."""
     me = os.getpid()
